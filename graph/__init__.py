@@ -1,0 +1,30 @@
+"""Ferry: a durable, visible tool-calling agent on LangGraph.
+
+`build_graph` and `graph` are imported lazily so that `import graph.settings` (used by the tools)
+and `ferry --help` stay cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from langgraph.graph.state import CompiledStateGraph
+
+    from graph.builder import build_graph
+
+    graph: CompiledStateGraph[Any, Any, Any, Any]
+
+__all__ = ["build_graph", "graph"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "build_graph":
+        from graph.builder import build_graph
+
+        return build_graph
+    if name == "graph":
+        from graph.builder import graph
+
+        return graph
+    raise AttributeError(f"module 'graph' has no attribute {name!r}")

@@ -1,0 +1,80 @@
+"""Ferry's settings: read from the environment, then from `.env` without overriding it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dotenv import load_dotenv
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def load_dotenv_file(path: Path | None = None) -> None:
+    """Load `.env` into the process environment, never overriding what the shell set.
+
+    Secrets (API keys) stay in the environment only; the typed settings below never hold them.
+    """
+    load_dotenv(path or Path.cwd() / ".env", override=False)
+
+
+def _default_model() -> str:
+    return "openai:gpt-4.1-mini" if os.environ.get("OPENAI_API_KEY") else "offline"
+
+
+class Settings(BaseSettings):
+    """Per-run settings. Every field is an environment variable prefixed with `FERRY_`."""
+
+    model_config = SettingsConfigDict(env_prefix="FERRY_", frozen=True, extra="ignore")
+
+    model: str = Field(default_factory=_default_model)
+    """Model spec: `offline`, `openai:<model>`, `anthropic:<model>` or `ollama:<model>`."""
+    db: Path = Path(".ferry/ferry.db")
+    """SQLite checkpoint file."""
+    database_url: str | None = None
+    """`postgresql://…` to use the Postgres checkpointer instead of SQLite."""
+    files_root: Path = Field(default_factory=Path.cwd)
+    """The only folder `read_file` may read."""
+    max_iterations: int = Field(default=10, ge=1)
+    """Model calls per turn before a graceful stop."""
+    token_budget: int = Field(default=0, ge=0)
+    """Total tokens per turn before a graceful stop; 0 means no budget."""
+    time_budget_s: float = Field(default=300.0, gt=0)
+    """Wall-clock seconds per invocation (`ask` or `resume`) before a graceful stop."""
+    tool_timeout_s: float = Field(default=30.0, gt=0)
+    """Seconds one tool call may run before it is answered with a timeout error."""
+    max_parallel_tools: int = Field(default=4, ge=1)
+    """Tool calls running at once."""
+    context_tokens: int = Field(default=100_000, ge=1_000)
+    """Approximate tokens sent to the model; older tool results are trimmed beyond it."""
+    breaker_threshold: int = Field(default=3, ge=1)
+    """Consecutive failures that disable a tool for the rest of a thread."""
+    approve_tools: str = ""
+    """Comma-separated tools that need a person's approval before they run."""
+    tavily_url: str = "https://api.tavily.com"
+    """Tavily API base URL."""
+    search_max_chars: int = Field(default=4_000, ge=200)
+    """Cap on the size of one web_search reply."""
+    geocoding_url: str = "https://geocoding-api.open-meteo.com/v1"
+    """Open-Meteo geocoding API base (`/search` is appended)."""
+    forecast_url: str = "https://api.open-meteo.com/v1"
+    """Open-Meteo forecast API base (`/forecast` is appended)."""
+    http_timeout_s: float = Field(default=10.0, gt=0)
+    """Timeout of one HTTP request made by a tool."""
+    http_retry_total_s: float = Field(default=20.0, ge=0)
+    """Total time a tool may spend retrying transient HTTP failures."""
+    log_format: str = Field(default="text", pattern="^(text|json)$")
+    """`text` or `json` log lines."""
+    log_file: Path | None = None
+    """Where logs go; stderr when unset."""
+
+    @property
+    def approval_required(self) -> frozenset[str]:
+        """Tool names listed in `FERRY_APPROVE_TOOLS`."""
+        return frozenset(t.strip() for t in self.approve_tools.split(",") if t.strip())
+
+
+def get_settings() -> Settings:
+    """Read the settings now (tests change the environment between calls)."""
+    load_dotenv_file()
+    return Settings()
