@@ -1,0 +1,84 @@
+"""Assemble the graph: call_model → check → execute_tool (one task per call) → call_model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from graph.nodes import Loop, RunContext, route_after_check
+from graph.settings import Settings, get_settings
+from graph.state import FerryState
+
+
+class FerryGraph(CompiledStateGraph):  # type: ignore[type-arg]  # generic parameters come from the compiled graph
+    """The compiled graph; each invocation gets a fresh `RunContext` unless one is passed.
+
+    The time budget is per invocation, so every `invoke`/`stream` (Python, CLI or server) needs
+    to know when it started, without callers having to pass anything.
+    """
+
+    def stream(self, input: Any, config: Any = None, *, context: Any = None, **kwargs: Any) -> Any:  # noqa: D102
+        return super().stream(input, config, context=context or RunContext(), **kwargs)
+
+    def astream(self, input: Any, config: Any = None, *, context: Any = None, **kwargs: Any) -> Any:  # noqa: D102
+        return super().astream(input, config, context=context or RunContext(), **kwargs)
+
+
+def _compile(
+    settings: Settings,
+    model: BaseChatModel | None,
+    tools: list[BaseTool] | None,
+    checkpointer: BaseCheckpointSaver[Any] | None,
+) -> FerryGraph:
+    if tools is None:
+        from tools import TOOLS
+
+        tools = TOOLS
+    loop = Loop(settings=settings, tools=list(tools), model=model)
+    builder = StateGraph(FerryState, context_schema=RunContext)
+    builder.add_node("call_model", loop.call_model)
+    builder.add_node("check", loop.check)
+    builder.add_node("execute_tool", loop.execute_tool)
+    builder.add_edge(START, "call_model")
+    builder.add_edge("call_model", "check")
+    builder.add_conditional_edges("check", route_after_check, ["execute_tool", "call_model", END])
+    builder.add_edge("execute_tool", "call_model")
+    compiled = builder.compile(checkpointer=checkpointer, name="ferry")
+    compiled.__class__ = FerryGraph  # adds only the two methods above; no new state
+    return compiled  # type: ignore[return-value]  # the class was just swapped
+
+
+def build_graph(
+    *,
+    model: BaseChatModel | None = None,
+    tools: list[BaseTool] | None = None,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
+    settings: Settings | None = None,
+) -> FerryGraph:
+    """Build Ferry's compiled graph.
+
+    Args:
+        model: The chat model; by default the one `FERRY_MODEL` names, created on first use.
+        tools: The tools; by default `tools.TOOLS`.
+        checkpointer: Where threads are stored; by default SQLite at `FERRY_DB`.
+        settings: Ferry's settings; by default read from the environment and `.env`.
+    """
+    settings = settings or get_settings()
+    if checkpointer is None:
+        from graph.persistence import sqlite_saver
+
+        checkpointer = sqlite_saver(settings.db)
+    return _compile(settings, model, tools, checkpointer)
+
+
+def _server_graph() -> FerryGraph:
+    """The graph for `langgraph.json`: no checkpointer, the server supplies persistence."""
+    return _compile(get_settings(), None, None, None)
+
+
+graph = _server_graph()

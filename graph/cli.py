@@ -1,0 +1,193 @@
+"""`ferry`: ask, chat, resume, history and threads, all on the threads stored at `FERRY_DB`.
+
+Only argparse is imported up front, so `ferry --help` is instant; the graph comes when needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from graph.builder import FerryGraph
+    from graph.settings import Settings
+
+
+class UserError(Exception):
+    """A problem the user can fix; printed as one line, exit code 1."""
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, default=str) + "\n")
+
+
+@contextmanager
+def _open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryGraph]:
+    from graph.builder import build_graph
+    from graph.log import configure_logging
+    from graph.models import make_model
+    from graph.persistence import open_saver
+    from graph.settings import get_settings
+
+    settings: Settings = get_settings()
+    if getattr(args, "model", None):
+        settings = settings.model_copy(update={"model": args.model})
+    configure_logging(settings)
+    model = make_model(settings.model) if need_model else None
+    with open_saver(settings) as saver:
+        yield build_graph(model=model, checkpointer=saver, settings=settings)
+
+
+def _config(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def _existing_state(graph: FerryGraph, thread_id: str) -> Any:
+    state = graph.get_state(_config(thread_id))
+    if not state.values and state.created_at is None:
+        raise UserError(f"unknown thread {thread_id!r} (see `ferry threads`)")
+    return state
+
+
+def _run(graph: FerryGraph, graph_input: Any, thread_id: str, as_json: bool) -> int:
+    from graph.runner import Progress, json_report, stream_run
+
+    progress = Progress(out=None if as_json else sys.stdout)
+    summary = stream_run(graph, graph_input, _config(thread_id), progress)
+    values = graph.get_state(_config(thread_id)).values
+    if as_json:
+        _print_json(json_report(thread_id, values, summary))
+    return 0
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    """Ask one question: a new turn on a new or given thread."""
+    new_thread = not args.thread
+    thread_id = args.thread = args.thread or str(uuid.uuid4())
+    with _open_graph(args, need_model=True) as graph:
+        if new_thread and not args.json:
+            sys.stderr.write(f"thread: {thread_id}\n")
+        return _run(graph, {"messages": [("user", args.question)]}, thread_id, args.json)
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    """Talk on one thread until end of input."""
+    thread_id = args.thread = args.thread or str(uuid.uuid4())
+    with _open_graph(args, need_model=True) as graph:
+        sys.stderr.write(f"thread: {thread_id}  (Ctrl-D to end)\n")
+        while True:
+            try:
+                question = input("you> ").strip()
+            except EOFError:
+                sys.stderr.write("\n")
+                return 0
+            if question in ("exit", "quit"):
+                return 0
+            if question:
+                _run(graph, {"messages": [("user", question)]}, thread_id, as_json=False)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """Continue an interrupted or crashed run from its last checkpoint."""
+    with _open_graph(args, need_model=True) as graph:
+        state = _existing_state(graph, args.thread)
+        if not state.next:
+            if args.json:
+                values = state.values
+                _print_json({"thread_id": args.thread, "answer": "", "stop_reason": values.get("stop_reason"),
+                             "model_calls": 0, "tool_calls": [], "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
+                             "resumed": False})
+            else:
+                sys.stderr.write(f"thread {args.thread}: nothing to resume, its last run finished.\n")
+            return 0
+        return _run(graph, None, args.thread, args.json)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """Show every stored message of a thread."""
+    from graph.threads import message_record
+
+    with _open_graph(args, need_model=False) as graph:
+        state = _existing_state(graph, args.thread)
+        records = [message_record(m) for m in state.values.get("messages", [])]
+    if args.json:
+        _print_json({"thread_id": args.thread, "messages": records})
+        return 0
+    for record in records:
+        label = record["role"] + (f" ({record['status']})" if record.get("status") == "error" else "")
+        if record["content"]:
+            sys.stdout.write(f"{label}: {record['content']}\n")
+        for call in record.get("tool_calls", []):
+            sys.stdout.write(f"{label}: → {call['name']}({json.dumps(call['args'], ensure_ascii=False)})\n")
+    return 0
+
+
+def cmd_threads(args: argparse.Namespace) -> int:
+    """List stored threads, most recently updated first."""
+    from graph.persistence import open_saver
+    from graph.settings import get_settings
+    from graph.threads import list_threads
+
+    with open_saver(get_settings()) as saver:
+        threads = list_threads(saver)
+    if args.json:
+        _print_json({"threads": threads})
+    else:
+        for t in threads:
+            sys.stdout.write(f"{t['thread_id']}  {t['updated_at']}  {t['messages']} messages\n")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: subcommands and their options."""
+    parser = argparse.ArgumentParser(prog="ferry", description="A durable tool-calling agent.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, handler: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(handler=handler)
+        return p
+
+    ask = command("ask", cmd_ask, "Ask one question (a new turn) and stream the answer.")
+    ask.add_argument("question")
+    chat = command("chat", cmd_chat, "Ask questions interactively on one thread.")
+    resume = command("resume", cmd_resume, "Continue an interrupted or crashed run.")
+    history = command("history", cmd_history, "Show a thread's stored messages.")
+    threads = command("threads", cmd_threads, "List stored threads.")
+    for p in (ask, chat):
+        p.add_argument("--thread", help="thread id to continue (default: a new thread)")
+    for p in (resume, history):
+        p.add_argument("--thread", required=True, help="the thread id")
+    for p in (ask, chat, resume):
+        p.add_argument("--model", help="model spec, overriding FERRY_MODEL (e.g. offline)")
+    for p in (ask, resume, history, threads):
+        p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `ferry` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except KeyboardInterrupt:
+        thread = getattr(args, "thread", None)
+        hint = f" continue with: ferry resume --thread {thread}" if thread else ""
+        sys.stderr.write(f"\nferry: interrupted.{hint}\n")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one clear line, never a traceback
+        from graph.log import redact
+        from graph.models import ConfigError
+
+        known = isinstance(exc, UserError | ConfigError)
+        sys.stderr.write(f"ferry: {'' if known else type(exc).__name__ + ': '}{redact(str(exc))}\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""What the model is sent: the stored history, bounded (the stored history stays whole)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage, ToolMessage
+
+from graph.guards import turn_start
+from graph.text import message_text
+
+SYSTEM_PROMPT = (
+    "You are Ferry, a careful assistant with tools. Use a tool when it gives a better answer than "
+    "memory (current facts, weather, time, files, arithmetic); call independent tools in "
+    "parallel. When a tool fails, read its error: fix the arguments, try another tool, or answer "
+    "with what you know and say what is missing."
+)
+MAX_RESULT_CHARS = 16_000
+OMITTED = "[Older tool result omitted to keep the prompt small; call the tool again if needed.]"
+
+
+def approx_tokens(message: BaseMessage) -> int:
+    """A rough token count (about four characters a token), good enough for a budget."""
+    return len(message_text(message)) // 4 + 4
+
+
+def _truncated(message: ToolMessage) -> ToolMessage:
+    text = message_text(message)
+    if len(text) <= MAX_RESULT_CHARS:
+        return message
+    note = (
+        f"\n[Truncated for the model: {len(text) - MAX_RESULT_CHARS} more characters. "
+        "Ask for a smaller part, e.g. read_file with start_line and max_lines.]"
+    )
+    return message.model_copy(update={"content": text[:MAX_RESULT_CHARS] + note})
+
+
+def for_model(messages: Sequence[AnyMessage], context_tokens: int) -> list[BaseMessage]:
+    """The prompt: system prompt + history, long results cut, oldest results dropped if too big.
+
+    Only tool results' contents shrink, so a call and its result are never split apart and the
+    latest user turn is always sent whole.
+    """
+    sent: list[BaseMessage] = [SystemMessage(SYSTEM_PROMPT)]
+    sent += [_truncated(m) if isinstance(m, ToolMessage) else m for m in messages]
+    total = sum(approx_tokens(m) for m in sent)
+    current_turn = turn_start(messages) + 1  # +1: the system prompt comes first
+    for i in range(1, current_turn):
+        if total <= context_tokens:
+            break
+        message = sent[i]
+        if isinstance(message, ToolMessage) and message_text(message) != OMITTED:
+            total -= approx_tokens(message) - len(OMITTED) // 4 - 4
+            sent[i] = message.model_copy(update={"content": OMITTED})
+    return sent

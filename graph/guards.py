@@ -1,0 +1,105 @@
+"""The loop's guards: repairing unanswered calls, refusing calls, and budgets that end a turn."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
+
+from graph.state import FerryState, StopReason
+
+INTERRUPTED = (
+    "No result: the run was interrupted before this call's result was recorded. "
+    "Call it again if you still need it."
+)
+
+_STOP_TEXT: dict[StopReason, str] = {
+    "max_iterations": "I stopped after {model_calls} model calls, this turn's limit "
+    "(FERRY_MAX_ITERATIONS), before finishing. Ask me to continue, or narrow the question.",
+    "token_budget": "I stopped because this turn used {total_tokens} tokens, over its budget "
+    "(FERRY_TOKEN_BUDGET), before finishing. Ask me to continue, or narrow the question.",
+    "time_budget": "I stopped because this run reached its time budget (FERRY_TIME_BUDGET_S) "
+    "before finishing. Ask me to continue, or narrow the question.",
+}
+
+
+def turn_start(messages: Sequence[AnyMessage]) -> int:
+    """Index of the user message that started the current turn (0 if there is none)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage):
+            return i
+    return 0
+
+
+def unanswered_calls(messages: Sequence[AnyMessage]) -> list[ToolCall]:
+    """Tool calls anywhere in the history that no tool result answers."""
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    return [
+        call
+        for m in messages
+        if isinstance(m, AIMessage)
+        for call in m.tool_calls
+        if call["id"] not in answered
+    ]
+
+
+def error_result(call: ToolCall, text: str) -> ToolMessage:
+    """An error tool result answering `call`."""
+    return ToolMessage(
+        text, tool_call_id=call["id"] or "", name=call["name"], status="error", id=str(uuid.uuid4())
+    )
+
+
+def stop_message(reason: StopReason, state: FerryState) -> AIMessage:
+    """The final answer a guard writes when it ends a turn."""
+    usage = state.get("usage") or {}
+    text = _STOP_TEXT[reason].format(
+        model_calls=state.get("model_calls", 0), total_tokens=usage.get("total_tokens", 0)
+    )
+    return AIMessage(text, id=str(uuid.uuid4()), response_metadata={"ferry_guard": reason})
+
+
+def signature(call: ToolCall) -> str:
+    """Name plus canonical arguments: two calls with the same signature do the same thing."""
+    return call["name"] + json.dumps(call["args"], sort_keys=True, default=str)
+
+
+def answered_in_turn(messages: Sequence[AnyMessage]) -> dict[str, ToolMessage]:
+    """Signature → result of every call already answered in the current turn."""
+    turn = messages[turn_start(messages) :]
+    results = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}
+    return {
+        signature(call): results[call["id"] or ""]
+        for m in turn
+        if isinstance(m, AIMessage)
+        for call in m.tool_calls
+        if call["id"] in results
+    }
+
+
+def refusal(
+    call: ToolCall,
+    *,
+    available: Sequence[str],
+    disabled: set[str],
+    earlier: dict[str, ToolMessage],
+) -> str | None:
+    """Why `call` must not run (unknown tool, disabled tool, exact duplicate), or None."""
+    if call["name"] not in available:
+        return f"Unknown tool '{call['name']}'. Available tools: {', '.join(available)}."
+    if call["name"] in disabled:
+        remaining = [name for name in available if name not in disabled]
+        return (
+            f"{call['name']} is disabled for the rest of this conversation after repeated "
+            f"consecutive failures. Tools still available: {', '.join(remaining) or 'none'}."
+        )
+    previous = earlier.get(signature(call))
+    if previous is not None:
+        excerpt = str(previous.content)[:500]
+        return (
+            f"Not executed again: this exact call was already answered in this turn "
+            f"(tool_call_id {previous.tool_call_id}). Use that result: {excerpt}"
+        )
+    return None

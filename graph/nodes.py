@@ -1,0 +1,250 @@
+"""The loop's three nodes: call the model, check its reply, execute one tool call."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal, TypedDict
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from graph import guards
+from graph.context import for_model
+from graph.execution import ToolTimeout, as_text, describe_failure, run_with_timeout
+from graph.log import redact
+from graph.models import make_model
+from graph.settings import Settings
+from graph.state import FerryState, StopReason, merge_messages
+
+log = logging.getLogger("ferry.loop")
+
+
+@dataclass
+class RunContext:
+    """Per-invocation facts: when it started (for the time budget) and its id (for logs)."""
+
+    started_at: float = field(default_factory=time.monotonic)
+    run_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+
+class ToolTask(TypedDict):
+    """What `check` sends to one `execute_tool` task."""
+
+    call: ToolCall
+
+
+def _ids(config: RunnableConfig, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    context = runtime.context or RunContext()
+    return {"thread_id": config.get("configurable", {}).get("thread_id"), "run_id": context.run_id}
+
+
+def _seconds_left(settings: Settings, runtime: Runtime[RunContext]) -> float:
+    started = runtime.context.started_at if runtime.context else time.monotonic()
+    return started + settings.time_budget_s - time.monotonic()
+
+
+@dataclass
+class Loop:
+    """The nodes, bound to one set of settings, tools and model."""
+
+    settings: Settings
+    tools: list[BaseTool]
+    model: BaseChatModel | None = None
+    _slots: threading.BoundedSemaphore = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Bounds tool calls running at once across all tasks of this graph in this process.
+        self._slots = threading.BoundedSemaphore(self.settings.max_parallel_tools)
+
+    @cached_property
+    def tools_by_name(self) -> dict[str, BaseTool]:
+        """The registry, by name."""
+        return {tool.name: tool for tool in self.tools}
+
+    @cached_property
+    def bound_model(self) -> Runnable[Any, Any]:
+        """The model with the tools bound, built on first use so imports need no key."""
+        model = self.model or make_model(self.settings.model)
+        return model.bind_tools(self.tools)
+
+    def call_model(
+        self, state: FerryState, config: RunnableConfig, runtime: Runtime[RunContext]
+    ) -> dict[str, Any]:
+        """Repair unanswered calls, apply the time budget, then ask the model for its next step."""
+        messages = state["messages"]
+        start = guards.turn_start(messages)
+        turn_id = messages[start].id if isinstance(messages[start], HumanMessage) else None
+        new_turn = turn_id != state.get("turn_id")
+        update: dict[str, Any] = {
+            "turn_id": turn_id,
+            "model_calls": 0 if new_turn else state.get("model_calls", 0),
+            "usage": {} if new_turn else dict(state.get("usage") or {}),
+            "stop_reason": None,
+        }
+        ids = _ids(config, runtime)
+        repairs = [
+            guards.error_result(c, guards.INTERRUPTED) for c in guards.unanswered_calls(messages)
+        ]
+        for call in repairs:
+            log.warning(
+                "repaired an unanswered tool call",
+                extra={**ids, "event": "repair", "tool_call_id": call.tool_call_id},
+            )
+        if _seconds_left(self.settings, runtime) <= 0:
+            return self._stop(update, repairs, "time_budget", ids)
+        prompt = for_model(merge_messages(messages, repairs), self.settings.context_tokens)
+        started = time.monotonic()
+        reply: AIMessage = self.bound_model.invoke(prompt, config)
+        duration_ms = round((time.monotonic() - started) * 1000)
+        reply.id = reply.id or str(uuid.uuid4())
+        update["model_calls"] += 1
+        for key, value in (reply.usage_metadata or {}).items():
+            if key in ("input_tokens", "output_tokens", "total_tokens"):
+                update["usage"][key] = update["usage"].get(key, 0) + int(value)
+        log.info(
+            "model call",
+            extra={
+                **ids,
+                "event": "model_call",
+                "duration_ms": duration_ms,
+                "ferry_tool_calls": len(reply.tool_calls),
+            },
+        )
+        update["messages"] = [*repairs, reply]
+        return update
+
+    def _stop(
+        self, update: dict[str, Any], before: list[Any], reason: StopReason, ids: dict[str, Any]
+    ) -> dict[str, Any]:
+        log.warning(
+            "guard fired: %s", reason, extra={**ids, "event": "guard", "ferry_reason": reason}
+        )
+        merged: FerryState = {**update}  # type: ignore[typeddict-item]  # a partial state is enough for the text
+        update["messages"] = [*before, guards.stop_message(reason, merged)]
+        update["stop_reason"] = reason
+        return update
+
+    def check(
+        self, state: FerryState, config: RunnableConfig, runtime: Runtime[RunContext]
+    ) -> dict[str, Any]:
+        """Decide: answer, stop on a guard, or run the requested calls minus refused ones."""
+        reply = state["messages"][-1]
+        if not isinstance(reply, AIMessage) or not reply.tool_calls:
+            return {"stop_reason": state.get("stop_reason") or "answered"}
+        ids = _ids(config, runtime)
+        reason = self._budget_exceeded(state, runtime)
+        if reason:
+            not_run = [
+                guards.error_result(c, f"Not executed: the turn stopped ({reason}).")
+                for c in reply.tool_calls
+            ]
+            return self._stop({}, not_run, reason, ids)
+        disabled = {
+            n
+            for n, count in (state.get("tool_failures") or {}).items()
+            if count >= self.settings.breaker_threshold
+        }
+        earlier = guards.answered_in_turn(state["messages"])
+        refused = []
+        for call in reply.tool_calls:
+            why = guards.refusal(
+                call, available=list(self.tools_by_name), disabled=disabled, earlier=earlier
+            )
+            if why:
+                refused.append(guards.error_result(call, why))
+                log.info(
+                    "refused a tool call",
+                    extra={
+                        **ids,
+                        "event": "refused",
+                        "tool": call["name"],
+                        "tool_call_id": call["id"],
+                    },
+                )
+            else:
+                earlier.setdefault(
+                    guards.signature(call),
+                    ToolMessage("(running in parallel)", tool_call_id=call["id"] or ""),
+                )
+        return {"messages": refused} if refused else {}
+
+    def _budget_exceeded(
+        self, state: FerryState, runtime: Runtime[RunContext]
+    ) -> StopReason | None:
+        if state.get("model_calls", 0) >= self.settings.max_iterations:
+            return "max_iterations"
+        budget = self.settings.token_budget
+        if budget and (state.get("usage") or {}).get("total_tokens", 0) >= budget:
+            return "token_budget"
+        if _seconds_left(self.settings, runtime) <= 0:
+            return "time_budget"
+        return None
+
+    def execute_tool(
+        self, task: ToolTask, config: RunnableConfig, runtime: Runtime[RunContext]
+    ) -> dict[str, Any]:
+        """Run one tool call within its timeout and the run's time left; always answer it."""
+        call = task["call"]
+        tool = self.tools_by_name[call["name"]]
+        ids = {**_ids(config, runtime), "tool_call_id": call["id"], "tool": call["name"]}
+        with self._slots:
+            timeout = min(self.settings.tool_timeout_s, _seconds_left(self.settings, runtime))
+            log.info("tool call started", extra={**ids, "event": "tool_start"})
+            started = time.monotonic()
+            try:
+                content = as_text(
+                    run_with_timeout(lambda: tool.invoke(call["args"], config), timeout)
+                )
+                status: Literal["success", "error"] = "success"
+            except ToolTimeout:
+                status, content = "error", self._timeout_text(call, timeout)
+            except Exception as exc:  # noqa: BLE001 - every failure becomes a result the model reads
+                status, content = "error", describe_failure(tool, exc)
+        duration_ms = round((time.monotonic() - started) * 1000)
+        log.info(
+            "tool call finished",
+            extra={**ids, "event": "tool_end", "duration_ms": duration_ms, "ferry_status": status},
+        )
+        result = ToolMessage(
+            redact(content),
+            tool_call_id=call["id"] or "",
+            name=call["name"],
+            status=status,
+            id=str(uuid.uuid4()),
+            response_metadata={"duration_ms": duration_ms},
+        )
+        return {"messages": [result], "tool_failures": {call["name"]: status == "success"}}
+
+    def _timeout_text(self, call: ToolCall, timeout: float) -> str:
+        if timeout < self.settings.tool_timeout_s:
+            return f"Not finished: the run's time budget ran out while {call['name']} was running."
+        return (
+            f"{call['name']} timed out after {self.settings.tool_timeout_s:g} s "
+            "(FERRY_TOOL_TIMEOUT_S). Try again later or with a simpler request."
+        )
+
+
+def route_after_check(state: FerryState) -> list[Send] | Literal["call_model", "__end__"]:
+    """Send each call that still needs a result to `execute_tool`; else back to the model or end."""
+    if state.get("stop_reason"):
+        return "__end__"
+    messages = state["messages"]
+    block = len(messages) - 1
+    while block > 0 and isinstance(messages[block], ToolMessage):
+        block -= 1
+    reply = messages[block]
+    answered = {m.tool_call_id for m in messages[block + 1 :] if isinstance(m, ToolMessage)}
+    assert isinstance(reply, AIMessage)  # check only lets tool-calling replies through
+    pending = [c for c in reply.tool_calls if c["id"] not in answered]
+    if pending:
+        return [Send("execute_tool", ToolTask(call=c)) for c in pending]
+    return "call_model"

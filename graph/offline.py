@@ -1,0 +1,177 @@
+"""The offline model: a deterministic planner behind the chat-model interface, needing no key.
+
+It lets the whole loop run (parallel calls, dependent calls, errors, persistence) without an LLM.
+It is not one, and says so whenever a question is outside what it understands.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    ToolCall,
+    ToolMessage,
+)
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from graph.planner import Intent, first_number, parse_intents
+from graph.text import message_text
+
+HELP = (
+    "I am Ferry's offline planner, not a language model, so I only understand: arithmetic "
+    '("what is 150 * 3"), "weather in <city>", the date or time (optionally "in <zone>"), '
+    '"read <file>" and "search <query>". Set OPENAI_API_KEY or FERRY_MODEL to use a real model.'
+)
+_LABELS = {
+    "get_weather": "Weather",
+    "get_datetime": "Date and time",
+    "web_search": "Search results",
+}
+
+
+def _call(name: str, args: dict[str, Any]) -> ToolCall:
+    return ToolCall(name=name, args=args, id=f"call_{uuid.uuid4().hex[:12]}", type="tool_call")
+
+
+def _previous_result(history: Sequence[BaseMessage]) -> str | None:
+    """The last successful calculator result before this turn, for follow-ups like "and / 9"."""
+    for message in reversed(history):
+        if isinstance(message, ToolMessage) and message.name == "calculator":
+            if message.status == "success":
+                return first_number(message_text(message))
+    return None
+
+
+def _describe(call: ToolCall, result: ToolMessage) -> str:
+    text = message_text(result)
+    if result.status == "error":
+        return f"{call['name']} failed: {text}"
+    if call["name"] == "calculator":
+        return f"{call['args'].get('expression')} = {text}"
+    if call["name"] == "read_file":
+        return f"{call['args'].get('path')}:\n{text}"
+    return f"{_LABELS.get(call['name'], call['name'])}: {text}"
+
+
+class OfflineModel(BaseChatModel):
+    """A keyless, deterministic planner that speaks the chat-model protocol."""
+
+    tool_names: tuple[str, ...] = ()
+
+    @property
+    def _llm_type(self) -> str:
+        return "ferry-offline"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> OfflineModel:  # type: ignore[override]  # returns the model itself, which is a Runnable
+        """Return a copy that may call the given tools."""
+        names = []
+        for tool in tools:
+            names.append(
+                tool.name
+                if isinstance(tool, BaseTool)
+                else convert_to_openai_tool(tool)["function"]["name"]
+            )
+        return self.model_copy(update={"tool_names": tuple(names)})
+
+    def reply(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        """Plan the next step of the conversation."""
+        start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
+        if start < 0:
+            return AIMessage(HELP)
+        intents = parse_intents(message_text(messages[start]), _previous_result(messages[:start]))
+        turn = messages[start + 1 :]
+        calls = [c for m in turn if isinstance(m, AIMessage) for c in m.tool_calls]
+        if not calls:
+            return self._first_step(intents)
+        results = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}
+        follow_ups = self._follow_ups(intents, calls, results)
+        if follow_ups:
+            return AIMessage("", tool_calls=follow_ups)
+        lines = [_describe(c, results[c["id"]]) for c in calls if c["id"] in results]
+        return AIMessage("\n".join(lines) or HELP)
+
+    def _first_step(self, intents: list[Intent]) -> AIMessage:
+        usable = [i for i in intents if i.tool in self.tool_names]
+        missing = sorted({i.tool for i in intents} - set(self.tool_names))
+        if not usable:
+            if missing:
+                return AIMessage(
+                    f"I would need the {', '.join(missing)} tool, which is not available here."
+                )
+            return AIMessage(HELP)
+        return AIMessage("", tool_calls=[_call(i.tool, dict(i.args)) for i in usable])
+
+    def _follow_ups(
+        self, intents: list[Intent], calls: list[ToolCall], results: dict[str, ToolMessage]
+    ) -> list[ToolCall]:
+        """Calculator calls that apply a question's "times 3" to a finished result's number."""
+        if "calculator" not in self.tool_names or any(c["name"] == "calculator" for c in calls):
+            return []
+        follow_ups = []
+        for intent in intents:
+            done = [c for c in calls if c["name"] == intent.tool and c["args"] == intent.args]
+            result = results.get(done[0]["id"]) if done else None
+            if intent.then and result is not None and result.status == "success":
+                number = first_number(message_text(result))
+                if number is not None:
+                    expression = f"{number} {intent.then[0]} {intent.then[1]}"
+                    follow_ups.append(_call("calculator", {"expression": expression}))
+        return follow_ups
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        message = self.reply(messages)
+        message.usage_metadata = _estimated_usage(messages, message)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        message = self.reply(messages)
+        words = message_text(message).split(" ")
+        for i, word in enumerate(words):
+            piece = word if i == len(words) - 1 else word + " "
+            if piece:
+                chunk = ChatGenerationChunk(message=AIMessageChunk(piece))
+                if run_manager:
+                    run_manager.on_llm_new_token(piece, chunk=chunk)
+                yield chunk
+        tool_chunks = [
+            {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i}
+            for i, c in enumerate(message.tool_calls)
+        ]
+        yield ChatGenerationChunk(
+            message=AIMessageChunk(
+                "",
+                tool_call_chunks=tool_chunks,  # type: ignore[arg-type]  # plain dicts are ToolCallChunks
+                usage_metadata=_estimated_usage(messages, message),
+                chunk_position="last",
+            )
+        )
+
+
+def _estimated_usage(messages: Sequence[BaseMessage], reply: AIMessage) -> Any:
+    """About four characters a token, so token budgets can be exercised offline."""
+    sent = sum(len(message_text(m)) for m in messages) // 4 + 1
+    received = (len(message_text(reply)) + len(json.dumps(reply.tool_calls))) // 4 + 1
+    return {"input_tokens": sent, "output_tokens": received, "total_tokens": sent + received}

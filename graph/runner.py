@@ -1,0 +1,135 @@
+"""Run one invocation of the graph for the CLI: stream it, show progress, summarise it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
+from langgraph.graph.state import CompiledStateGraph
+
+from graph.nodes import RunContext
+from graph.text import message_text
+
+
+@dataclass
+class Progress:
+    """Where a run's output goes: answer tokens to `out`, tool progress to `err`."""
+
+    out: TextIO | None = sys.stdout
+    err: TextIO | None = sys.stderr
+    printed_answer: bool = False
+
+    def token(self, text: str) -> None:
+        if self.out and text:
+            self.out.write(text)
+            self.out.flush()
+            self.printed_answer = True
+
+    def note(self, line: str) -> None:
+        if self.err:
+            # A tool line must not land in the middle of a streamed sentence.
+            if self.printed_answer and self.out:
+                self.out.write("\n")
+                self.out.flush()
+                self.printed_answer = False
+            self.err.write(line + "\n")
+            self.err.flush()
+
+
+@dataclass
+class RunSummary:
+    """What one invocation did, as `--json` reports it."""
+
+    model_calls: int = 0
+    usage: dict[str, int] = field(
+        default_factory=lambda: {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    )
+    results: list[ToolMessage] = field(default_factory=list)
+
+
+def _args(args: dict[str, Any]) -> str:
+    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _record(node: str, update: dict[str, Any], summary: RunSummary, progress: Progress) -> None:
+    for message in update.get("messages") or []:
+        if isinstance(message, AIMessage) and node == "call_model":
+            if not message.response_metadata.get("ferry_guard"):
+                summary.model_calls += 1
+            for key in summary.usage:
+                summary.usage[key] += int((message.usage_metadata or {}).get(key, 0))
+            for call in message.tool_calls:
+                progress.note(f"→ {call['name']}({_args(call['args'])})")
+        elif isinstance(message, ToolMessage):
+            summary.results.append(message)
+            ms = message.response_metadata.get("duration_ms")
+            took = f" {ms} ms" if ms is not None else ""
+            if message.status == "error":
+                progress.note(f"✗ {message.name}{took}: {message_text(message).splitlines()[0]}")
+            else:
+                progress.note(f"✓ {message.name}{took}")
+
+
+def stream_run(
+    graph: CompiledStateGraph[Any, Any, Any, Any],
+    graph_input: Any,
+    config: dict[str, Any],
+    progress: Progress,
+) -> RunSummary:
+    """Run the graph to its next stop, streaming answer tokens and tool progress."""
+    summary = RunSummary()
+    for mode, chunk in graph.stream(
+        graph_input, config, stream_mode=["messages", "updates"], context=RunContext()
+    ):
+        if mode == "messages":
+            message, _meta = chunk
+            if isinstance(message, AIMessageChunk | AIMessage):
+                progress.token(message_text(message))
+        else:
+            for node, update in chunk.items():
+                if isinstance(update, dict):
+                    _record(node, update, summary, progress)
+    if progress.printed_answer and progress.out:
+        progress.out.write("\n")
+    return summary
+
+
+def answer_of(messages: list[BaseMessage]) -> str:
+    """The text of the last assistant message."""
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            return message_text(message)
+    return ""
+
+
+def json_report(
+    thread_id: str, values: dict[str, Any], summary: RunSummary
+) -> dict[str, Any]:
+    """The one JSON object `--json` prints."""
+    calls = {
+        c["id"]: c
+        for m in values.get("messages", [])
+        if isinstance(m, AIMessage)
+        for c in m.tool_calls
+    }
+    return {
+        "thread_id": thread_id,
+        "answer": answer_of(values.get("messages", [])) if values.get("stop_reason") else "",
+        "stop_reason": values.get("stop_reason"),
+        "model_calls": summary.model_calls,
+        "tool_calls": [
+            {
+                "id": r.tool_call_id,
+                "name": r.name,
+                "args": calls.get(r.tool_call_id, {}).get("args", {}),
+                "status": r.status,
+                "duration_ms": r.response_metadata.get("duration_ms", 0),
+            }
+            for r in summary.results
+        ],
+        "usage": summary.usage,
+    }

@@ -1,0 +1,72 @@
+"""What Ferry stores for a thread: the conversation plus what the guards need."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypedDict
+
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langgraph.graph.message import add_messages
+
+StopReason = Literal[
+    "answered", "max_iterations", "token_budget", "time_budget", "awaiting_approval"
+]
+
+
+def _call_block_end(messages: list[AnyMessage], tool_call_id: str) -> int | None:
+    """Index just past the AIMessage that made `tool_call_id` and the results that follow it."""
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if isinstance(message, AIMessage) and any(
+            call["id"] == tool_call_id for call in message.tool_calls
+        ):
+            end = i + 1
+            while end < len(messages) and isinstance(messages[end], ToolMessage):
+                end += 1
+            return end
+    return None
+
+
+def merge_messages(left: list[AnyMessage], right: Any) -> list[AnyMessage]:
+    """Merge like `add_messages`, but file each new tool result right after its call.
+
+    Providers reject a tool call whose result does not follow it directly. When a run dies
+    mid-tool and the user asks something new, the repair result arrives after the new question;
+    placing it inside its call's block keeps the stored history valid for every later reader.
+    """
+    merged = add_messages(left, right)
+    if len(merged) < len(left):  # a removal (e.g. an edit in Studio): nothing new to place
+        return merged
+    placed, new = merged[: len(left)], merged[len(left) :]
+    for message in new:
+        end = (
+            _call_block_end(placed, message.tool_call_id)
+            if isinstance(message, ToolMessage)
+            else None
+        )
+        placed.insert(len(placed) if end is None else end, message)
+    return placed
+
+
+def count_failures(current: dict[str, int], outcomes: dict[str, bool]) -> dict[str, int]:
+    """Update consecutive-failure counts per tool: a failure adds one, a success resets."""
+    counts = dict(current)
+    for tool, ok in outcomes.items():
+        counts[tool] = 0 if ok else counts.get(tool, 0) + 1
+    return counts
+
+
+class FerryState(TypedDict, total=False):
+    """The checkpointed state of one thread."""
+
+    messages: Annotated[list[AnyMessage], merge_messages]
+    """The whole conversation, every message with a stable id."""
+    turn_id: str | None
+    """Id of the user message that started the current turn (counters below reset with it)."""
+    model_calls: int
+    """Model calls made in the current turn."""
+    usage: dict[str, int]
+    """Tokens reported by the provider in the current turn: input, output, total."""
+    stop_reason: StopReason | None
+    """Why the last turn ended; None while it runs."""
+    tool_failures: Annotated[dict[str, int], count_failures]
+    """Consecutive failures per tool on this thread, for the circuit breaker."""

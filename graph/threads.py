@@ -1,0 +1,46 @@
+"""Reading the stored threads: what `ferry threads` and `ferry history` show."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from graph.text import message_text
+
+
+def list_threads(saver: SqliteSaver) -> list[dict[str, Any]]:
+    """Every thread with its last update time and message count, most recent first."""
+    with saver.cursor(transaction=False) as cur:
+        cur.execute("SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_ns = ''")
+        thread_ids = [row[0] for row in cur.fetchall()]
+    threads = []
+    for thread_id in thread_ids:
+        latest = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+        if latest is None:
+            continue
+        messages = latest.checkpoint["channel_values"].get("messages") or []
+        threads.append(
+            {"thread_id": thread_id, "updated_at": latest.checkpoint["ts"], "messages": len(messages)}
+        )
+    return sorted(threads, key=lambda t: t["updated_at"], reverse=True)
+
+
+_ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
+
+
+def message_record(message: BaseMessage) -> dict[str, Any]:
+    """One message as `history --json` shows it: role, text content, and call details."""
+    record: dict[str, Any] = {
+        "role": _ROLES.get(message.type, message.type),
+        "content": message_text(message),
+    }
+    if isinstance(message, AIMessage) and message.tool_calls:
+        record["tool_calls"] = [
+            {"id": c["id"], "name": c["name"], "args": c["args"]} for c in message.tool_calls
+        ]
+    if isinstance(message, ToolMessage):
+        record["tool_call_id"] = message.tool_call_id
+        record["status"] = message.status
+    return record
