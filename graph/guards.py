@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
 
-from graph.state import FerryState, StopReason
+from graph.state import StopReason
 
 INTERRUPTED = (
     "No result: the run was interrupted before this call's result was recorded. "
@@ -52,11 +53,11 @@ def error_result(call: ToolCall, text: str) -> ToolMessage:
     )
 
 
-def stop_message(reason: StopReason, state: FerryState) -> AIMessage:
-    """The final answer a guard writes when it ends a turn."""
-    usage = state.get("usage") or {}
+def stop_message(reason: StopReason, counters: Mapping[str, Any]) -> AIMessage:
+    """The final answer a guard writes when it ends a turn (`counters`: the turn's state)."""
+    usage = counters.get("usage") or {}
     text = _STOP_TEXT[reason].format(
-        model_calls=state.get("model_calls", 0), total_tokens=usage.get("total_tokens", 0)
+        model_calls=counters.get("model_calls", 0), total_tokens=usage.get("total_tokens", 0)
     )
     return AIMessage(text, id=str(uuid.uuid4()), response_metadata={"ferry_guard": reason})
 

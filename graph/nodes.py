@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal, TypedDict
@@ -100,7 +101,7 @@ class Loop:
                 extra={**ids, "event": "repair", "tool_call_id": call.tool_call_id},
             )
         if _seconds_left(self.settings, runtime) <= 0:
-            return self._stop(update, repairs, "time_budget", ids)
+            return self._stop(update, update, repairs, "time_budget", ids)
         prompt = for_model(merge_messages(messages, repairs), self.settings.context_tokens)
         started = time.monotonic()
         reply: AIMessage = self.bound_model.invoke(prompt, config)
@@ -123,13 +124,18 @@ class Loop:
         return update
 
     def _stop(
-        self, update: dict[str, Any], before: list[Any], reason: StopReason, ids: dict[str, Any]
+        self,
+        counters: Mapping[str, Any],
+        update: dict[str, Any],
+        before: list[Any],
+        reason: StopReason,
+        ids: dict[str, Any],
     ) -> dict[str, Any]:
+        """End the turn: answer `before`'s calls, then a final message saying why."""
         log.warning(
             "guard fired: %s", reason, extra={**ids, "event": "guard", "ferry_reason": reason}
         )
-        merged: FerryState = {**update}  # type: ignore[typeddict-item]  # a partial state is enough for the text
-        update["messages"] = [*before, guards.stop_message(reason, merged)]
+        update["messages"] = [*before, guards.stop_message(reason, counters)]
         update["stop_reason"] = reason
         return update
 
@@ -147,7 +153,7 @@ class Loop:
                 guards.error_result(c, f"Not executed: the turn stopped ({reason}).")
                 for c in reply.tool_calls
             ]
-            return self._stop({}, not_run, reason, ids)
+            return self._stop(state, {}, not_run, reason, ids)
         disabled = {
             n
             for n, count in (state.get("tool_failures") or {}).items()
