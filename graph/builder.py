@@ -15,18 +15,20 @@ from graph.settings import Settings, get_settings
 from graph.state import FerryState
 
 
-class FerryGraph(CompiledStateGraph):  # type: ignore[type-arg]  # generic parameters come from the compiled graph
+class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryState, FerryState]):
     """The compiled graph; each invocation gets a fresh `RunContext` unless one is passed.
 
     The time budget is per invocation, so every `invoke`/`stream` (Python, CLI or server) needs
     to know when it started, without callers having to pass anything.
     """
 
-    def stream(self, input: Any, config: Any = None, *, context: Any = None, **kwargs: Any) -> Any:  # noqa: D102
-        return super().stream(input, config, context=context or RunContext(), **kwargs)
+    def stream(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - Pregel.stream's own doc
+        kwargs["context"] = kwargs.get("context") or RunContext()
+        return super().stream(*args, **kwargs)
 
-    def astream(self, input: Any, config: Any = None, *, context: Any = None, **kwargs: Any) -> Any:  # noqa: D102
-        return super().astream(input, config, context=context or RunContext(), **kwargs)
+    def astream(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - Pregel.astream's own doc
+        kwargs["context"] = kwargs.get("context") or RunContext()
+        return super().astream(*args, **kwargs)
 
 
 def _compile(
@@ -41,9 +43,9 @@ def _compile(
         tools = TOOLS
     loop = Loop(settings=settings, tools=list(tools), model=model)
     builder = StateGraph(FerryState, context_schema=RunContext)
-    builder.add_node("call_model", loop.call_model)
-    builder.add_node("check", loop.check)
-    builder.add_node("execute_tool", loop.execute_tool)
+    builder.add_node("call_model", loop.call_model)  # type: ignore[call-overload]  # LangGraph's node protocols do not spell out (state, config, runtime)
+    builder.add_node("check", loop.check)  # type: ignore[call-overload]  # LangGraph's node protocols do not spell out (state, config, runtime)
+    builder.add_node("execute_tool", loop.execute_tool)  # type: ignore[call-overload]  # LangGraph's node protocols do not spell out (state, config, runtime)
     builder.add_edge(START, "call_model")
     builder.add_edge("call_model", "check")
     builder.add_conditional_edges("check", route_after_check, ["execute_tool", "call_model", END])

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+
     from graph.builder import FerryGraph
     from graph.settings import Settings
 
@@ -43,7 +45,7 @@ def _open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[Ferry
         yield build_graph(model=model, checkpointer=saver, settings=settings)
 
 
-def _config(thread_id: str) -> dict[str, Any]:
+def _config(thread_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id}}
 
 
@@ -99,11 +101,21 @@ def cmd_resume(args: argparse.Namespace) -> int:
         if not state.next:
             if args.json:
                 values = state.values
-                _print_json({"thread_id": args.thread, "answer": "", "stop_reason": values.get("stop_reason"),
-                             "model_calls": 0, "tool_calls": [], "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
-                             "resumed": False})
+                _print_json(
+                    {
+                        "thread_id": args.thread,
+                        "answer": "",
+                        "stop_reason": values.get("stop_reason"),
+                        "model_calls": 0,
+                        "tool_calls": [],
+                        "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
+                        "resumed": False,
+                    }
+                )
             else:
-                sys.stderr.write(f"thread {args.thread}: nothing to resume, its last run finished.\n")
+                sys.stderr.write(
+                    f"thread {args.thread}: nothing to resume, its last run finished.\n"
+                )
             return 0
         return _run(graph, None, args.thread, args.json)
 
@@ -119,11 +131,15 @@ def cmd_history(args: argparse.Namespace) -> int:
         _print_json({"thread_id": args.thread, "messages": records})
         return 0
     for record in records:
-        label = record["role"] + (f" ({record['status']})" if record.get("status") == "error" else "")
+        label = record["role"] + (
+            f" ({record['status']})" if record.get("status") == "error" else ""
+        )
         if record["content"]:
             sys.stdout.write(f"{label}: {record['content']}\n")
         for call in record.get("tool_calls", []):
-            sys.stdout.write(f"{label}: → {call['name']}({json.dumps(call['args'], ensure_ascii=False)})\n")
+            sys.stdout.write(
+                f"{label}: → {call['name']}({json.dumps(call['args'], ensure_ascii=False)})\n"
+            )
     return 0
 
 
@@ -148,7 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ferry", description="A durable tool-calling agent.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def command(name: str, handler: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+    def command(
+        name: str, handler: Callable[[argparse.Namespace], int], help: str
+    ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(handler=handler)
         return p

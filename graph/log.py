@@ -28,6 +28,7 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, and the known id fields."""
 
     def format(self, record: logging.LogRecord) -> str:
+        """Render one record as a JSON object."""
         entry = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
             "level": record.levelname.lower(),
@@ -46,6 +47,7 @@ class TextFormatter(logging.Formatter):
     """`LEVEL logger: message (key=value …)`, short enough to read in a terminal."""
 
     def format(self, record: logging.LogRecord) -> str:
+        """Render one record as a short line."""
         extras = " ".join(
             f"{k}={v}" for k, v in record.__dict__.items() if k in _FIELDS and k != "event"
         )

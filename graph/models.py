@@ -39,10 +39,12 @@ def make_model(spec: str) -> BaseChatModel:
         if provider == "anthropic":
             from langchain_anthropic import ChatAnthropic
 
-            return ChatAnthropic(model=name, max_retries=3, timeout=60)  # type: ignore[call-arg]  # the SDK names these differently from mypy's view
+            model: BaseChatModel = ChatAnthropic(model=name, max_retries=3, timeout=60)
+            return model
         from langchain_ollama import ChatOllama
 
-        return ChatOllama(model=name)
+        model = ChatOllama(model=name)
+        return model
     except ImportError as exc:
         raise ConfigError(
             f"FERRY_MODEL={spec} needs the {provider} extra: pip install 'ferry-agent[{provider}]'."

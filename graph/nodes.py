@@ -25,6 +25,7 @@ from graph.log import redact
 from graph.models import make_model
 from graph.settings import Settings
 from graph.state import FerryState, StopReason, merge_messages
+from graph.text import token_usage
 
 log = logging.getLogger("ferry.loop")
 
@@ -108,9 +109,8 @@ class Loop:
         duration_ms = round((time.monotonic() - started) * 1000)
         reply.id = reply.id or str(uuid.uuid4())
         update["model_calls"] += 1
-        for key, value in (reply.usage_metadata or {}).items():
-            if key in ("input_tokens", "output_tokens", "total_tokens"):
-                update["usage"][key] = update["usage"].get(key, 0) + int(value)
+        for key, tokens in token_usage(reply).items():
+            update["usage"][key] = update["usage"].get(key, 0) + tokens
         log.info(
             "model call",
             extra={

@@ -73,7 +73,7 @@ class OfflineModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "ferry-offline"
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> OfflineModel:  # type: ignore[override]  # returns the model itself, which is a Runnable
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> OfflineModel:
         """Return a copy that may call the given tools."""
         names = []
         for tool in tools:
@@ -121,7 +121,7 @@ class OfflineModel(BaseChatModel):
         follow_ups = []
         for intent in intents:
             done = [c for c in calls if c["name"] == intent.tool and c["args"] == intent.args]
-            result = results.get(done[0]["id"]) if done else None
+            result = results.get(done[0]["id"] or "") if done else None
             if intent.then and result is not None and result.status == "success":
                 number = first_number(message_text(result))
                 if number is not None:
@@ -152,7 +152,7 @@ class OfflineModel(BaseChatModel):
         for i, word in enumerate(words):
             piece = word if i == len(words) - 1 else word + " "
             if piece:
-                chunk = ChatGenerationChunk(message=AIMessageChunk(piece))
+                chunk = ChatGenerationChunk(message=AIMessageChunk(content=piece))
                 if run_manager:
                     run_manager.on_llm_new_token(piece, chunk=chunk)
                 yield chunk
@@ -162,7 +162,7 @@ class OfflineModel(BaseChatModel):
         ]
         yield ChatGenerationChunk(
             message=AIMessageChunk(
-                "",
+                content="",
                 tool_call_chunks=tool_chunks,  # type: ignore[arg-type]  # plain dicts are ToolCallChunks
                 usage_metadata=_estimated_usage(messages, message),
                 chunk_position="last",

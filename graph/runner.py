@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
 from graph.nodes import RunContext
-from graph.text import message_text
+from graph.text import message_text, token_usage
 
 
 @dataclass
@@ -23,12 +24,14 @@ class Progress:
     printed_answer: bool = False
 
     def token(self, text: str) -> None:
+        """Print a piece of the answer as soon as it arrives."""
         if self.out and text:
             self.out.write(text)
             self.out.flush()
             self.printed_answer = True
 
     def note(self, line: str) -> None:
+        """Print a progress line (a tool call starting or ending)."""
         if self.err:
             # A tool line must not land in the middle of a streamed sentence.
             if self.printed_answer and self.out:
@@ -60,8 +63,8 @@ def _record(node: str, update: dict[str, Any], summary: RunSummary, progress: Pr
         if isinstance(message, AIMessage) and node == "call_model":
             if not message.response_metadata.get("ferry_guard"):
                 summary.model_calls += 1
-            for key in summary.usage:
-                summary.usage[key] += int((message.usage_metadata or {}).get(key, 0))
+            for key, tokens in token_usage(message).items():
+                summary.usage[key] += tokens
             for call in message.tool_calls:
                 progress.note(f"→ {call['name']}({_args(call['args'])})")
         elif isinstance(message, ToolMessage):
@@ -77,14 +80,16 @@ def _record(node: str, update: dict[str, Any], summary: RunSummary, progress: Pr
 def stream_run(
     graph: CompiledStateGraph[Any, Any, Any, Any],
     graph_input: Any,
-    config: dict[str, Any],
+    config: RunnableConfig,
     progress: Progress,
 ) -> RunSummary:
     """Run the graph to its next stop, streaming answer tokens and tool progress."""
     summary = RunSummary()
-    for mode, chunk in graph.stream(
-        graph_input, config, stream_mode=["messages", "updates"], context=RunContext()
-    ):
+    events = graph.stream(
+        graph_input, config, stream_mode=("messages", "updates"), context=RunContext()
+    )
+    for event in events:
+        mode, chunk = cast(tuple[str, Any], event)  # with several modes, events are pairs
         if mode == "messages":
             message, _meta = chunk
             if isinstance(message, AIMessageChunk | AIMessage):
@@ -106,11 +111,9 @@ def answer_of(messages: list[BaseMessage]) -> str:
     return ""
 
 
-def json_report(
-    thread_id: str, values: dict[str, Any], summary: RunSummary
-) -> dict[str, Any]:
+def json_report(thread_id: str, values: dict[str, Any], summary: RunSummary) -> dict[str, Any]:
     """The one JSON object `--json` prints."""
-    calls = {
+    calls: dict[str | None, ToolCall] = {
         c["id"]: c
         for m in values.get("messages", [])
         if isinstance(m, AIMessage)
@@ -125,7 +128,7 @@ def json_report(
             {
                 "id": r.tool_call_id,
                 "name": r.name,
-                "args": calls.get(r.tool_call_id, {}).get("args", {}),
+                "args": calls[r.tool_call_id]["args"] if r.tool_call_id in calls else {},
                 "status": r.status,
                 "duration_ms": r.response_metadata.get("duration_ms", 0),
             }

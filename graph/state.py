@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langgraph.graph.message import add_messages
@@ -33,7 +33,7 @@ def merge_messages(left: list[AnyMessage], right: Any) -> list[AnyMessage]:
     mid-tool and the user asks something new, the repair result arrives after the new question;
     placing it inside its call's block keeps the stored history valid for every later reader.
     """
-    merged = add_messages(left, right)
+    merged = cast(list[AnyMessage], add_messages(cast(Any, left), right))
     if len(merged) < len(left):  # a removal (e.g. an edit in Studio): nothing new to place
         return merged
     placed, new = merged[: len(left)], merged[len(left) :]

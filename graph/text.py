@@ -1,8 +1,8 @@
-"""Text of a message, whatever the provider's content format."""
+"""Reading messages whatever the provider's format: their text and their token usage."""
 
 from __future__ import annotations
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 
 
 def message_text(message: BaseMessage) -> str:
@@ -17,3 +17,13 @@ def message_text(message: BaseMessage) -> str:
         elif isinstance(block, dict) and block.get("type") == "text":
             parts.append(str(block.get("text", "")))
     return "".join(parts)
+
+
+def token_usage(message: BaseMessage) -> dict[str, int]:
+    """Input, output and total tokens the provider reported for a reply (zeros if none)."""
+    usage = message.usage_metadata if isinstance(message, AIMessage) else None
+    return {
+        "input_tokens": usage["input_tokens"] if usage else 0,
+        "output_tokens": usage["output_tokens"] if usage else 0,
+        "total_tokens": usage["total_tokens"] if usage else 0,
+    }

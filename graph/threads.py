@@ -22,7 +22,11 @@ def list_threads(saver: SqliteSaver) -> list[dict[str, Any]]:
             continue
         messages = latest.checkpoint["channel_values"].get("messages") or []
         threads.append(
-            {"thread_id": thread_id, "updated_at": latest.checkpoint["ts"], "messages": len(messages)}
+            {
+                "thread_id": thread_id,
+                "updated_at": latest.checkpoint["ts"],
+                "messages": len(messages),
+            }
         )
     return sorted(threads, key=lambda t: t["updated_at"], reverse=True)
 

@@ -159,7 +159,9 @@ def test_dependent_call_over_two_model_turns() -> None:
         temperature = int(str(messages[-1].content).split(":")[1].split("°")[0])
         return tool_call("add", a=temperature, b=temperature)
 
-    model = ScriptedModel([tool_call("weather", city="Madrid"), multiply_the_temperature, answer("42")])
+    model = ScriptedModel(
+        [tool_call("weather", city="Madrid"), multiply_the_temperature, answer("42")]
+    )
     result = ask(make(model), "double the temperature in Madrid")
     assert CALLS == [("weather", {"city": "Madrid"}), ("add", {"a": 21, "b": 21})]
     assert kinds(result["messages"]) == ["Human", "AI", "Tool", "AI", "Tool", "AI"]
@@ -237,7 +239,9 @@ def test_threads_persist_in_sqlite_across_graph_instances(tmp_path: Path) -> Non
 
 
 def test_message_ids_are_stable_across_reads(tmp_path: Path) -> None:
-    graph = make(ScriptedModel([tool_call("add", a=1, b=2), answer("3")]), sqlite_saver(tmp_path / "x.db"))
+    graph = make(
+        ScriptedModel([tool_call("add", a=1, b=2), answer("3")]), sqlite_saver(tmp_path / "x.db")
+    )
     result = ask(graph, "1+2")
     ids = [m.id for m in result["messages"]]
     assert all(ids) and len(set(ids)) == len(ids)
@@ -281,6 +285,11 @@ def test_concurrency_is_bounded_by_max_parallel_tools() -> None:
         return n
 
     model = ScriptedModel([parallel(*(tool_call("slow", n=i) for i in range(5))), answer("ok")])
-    graph = build_graph(model=model, tools=[slow], checkpointer=InMemorySaver(), settings=Settings(max_parallel_tools=2))
+    graph = build_graph(
+        model=model,
+        tools=[slow],
+        checkpointer=InMemorySaver(),
+        settings=Settings(max_parallel_tools=2),
+    )
     ask(graph, "go")
     assert peak == 2
