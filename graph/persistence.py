@@ -1,15 +1,36 @@
-"""Where threads live: one SQLite file (WAL, busy timeout) shared by the CLI, Python and Studio."""
+"""Where threads live: one SQLite file (WAL, busy timeout) shared by the CLI, Python and Studio.
+
+Messages are stored as the writes of each step (see `graph.state`), so a thread's file grows
+with its conversation, not with its square. Rebuilding the history means replaying those
+writes; `FerrySaver` remembers rebuilt histories so the next turn replays only what is new.
+"""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.channels.delta import _DeltaSnapshot
+from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite._delta import (
+    DELTA_STAGE1_SQL,
+    build_delta_channels_writes_history,
+    build_delta_stage2_sql,
+    step_walk_with_row,
+)
+from langgraph.types import Overwrite
 
 from graph.settings import Settings
+from graph.state import fold_messages
+
+_CACHED_HISTORIES = 128
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -24,16 +45,123 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def sqlite_saver(path: Path) -> SqliteSaver:
+class FerrySaver(SqliteSaver):
+    """A SQLite saver that keeps recently rebuilt message histories in memory.
+
+    A checkpoint never changes once written, so the history rebuilt at a checkpoint stays true;
+    the next load walks back only to the nearest remembered checkpoint and replays the writes
+    after it, instead of every write since the thread began.
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__(conn)
+        self._histories: OrderedDict[tuple[str, str, str], list[Any]] = OrderedDict()
+        self._histories_lock = threading.Lock()
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        """Count channel versions with small integers.
+
+        SQLite's default, a zero-padded counter plus a random fraction, costs about 50 bytes per
+        channel in every checkpoint: more than the messages themselves in a typical step. Threads
+        that already carry string versions keep them, so one channel never mixes the two kinds.
+        """
+        if isinstance(current, str):
+            return super().get_next_version(current, channel)
+        return (current or 0) + 1
+
+    def _remembered(self, key: tuple[str, str, str]) -> list[Any] | None:
+        with self._histories_lock:
+            value = self._histories.get(key)
+            if value is not None:
+                self._histories.move_to_end(key)
+            return value
+
+    def _remember(self, key: tuple[str, str, str], value: list[Any]) -> None:
+        with self._histories_lock:
+            self._histories[key] = value
+            self._histories.move_to_end(key)
+            while len(self._histories) > _CACHED_HISTORIES:
+                self._histories.popitem(last=False)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Rebuild `messages` from the nearest remembered (or snapshot) checkpoint onwards."""
+        if list(channels) != ["messages"]:
+            return super().get_delta_channel_history(config=config, channels=channels)
+        thread_id = str(config["configurable"]["thread_id"])
+        namespace = config["configurable"].get("checkpoint_ns", "")
+        target = get_checkpoint_id(config)
+        if not target:
+            latest = self.get_tuple(config)
+            if latest is None:
+                return {"messages": {"writes": []}}
+            target = latest.config["configurable"]["checkpoint_id"]
+        key = (thread_id, namespace, target)
+        if (known := self._remembered(key)) is not None:
+            return {"messages": {"writes": [], "seed": known}}
+        history = self._replay_since_remembered(thread_id, namespace, target)
+        writes = [value for _, _, value in history["writes"]]
+        if any(isinstance(value, Overwrite) for value in writes):
+            return {"messages": history}  # rare (an edit in Studio): let LangGraph apply it
+        seed = history.get("seed")
+        base = seed.value if isinstance(seed, _DeltaSnapshot) else (seed or [])
+        messages = fold_messages(list(base), writes)
+        self._remember(key, messages)
+        return {"messages": {"writes": [], "seed": messages}}
+
+    def _replay_since_remembered(
+        self, thread_id: str, namespace: str, target: str
+    ) -> DeltaChannelHistory:
+        chain: dict[str, list[str]] = {"messages": []}
+        seeds: dict[str, Any] = {}
+        seeded: set[str] = set()
+        walk: dict[str, Any] = {}
+        with self.cursor(transaction=False) as cur:
+            cur.execute(DELTA_STAGE1_SQL, (thread_id, namespace, target, thread_id, namespace))
+            for checkpoint_id, type_tag, blob in cur:
+                known = self._remembered((thread_id, namespace, checkpoint_id))
+                if walk.get("started") and known is not None:
+                    chain["messages"].append(checkpoint_id)
+                    seeds["messages"] = known
+                    seeded.add("messages")
+                    break
+                if step_walk_with_row(
+                    cid=checkpoint_id, type_tag=type_tag, blob=blob, target_id=target,
+                    serde=self.serde, chain_by_ch=chain, seed_val_by_ch=seeds,
+                    walk_state=walk, seeded=seeded, channels=["messages"],
+                ):  # fmt: skip
+                    break
+            rows: list[Any] = []
+            if chain["messages"]:
+                sql = build_delta_stage2_sql(
+                    has_task_path=self._has_task_path, chain_lens=[len(chain["messages"])]
+                )
+                cur.execute(sql, [thread_id, namespace, "messages", *chain["messages"]])
+                rows = cur.fetchall()
+        return build_delta_channels_writes_history(
+            channels=["messages"], chain_by_ch=chain, seed_val_by_ch=seeds, seeded=seeded,
+            stage2_rows=rows, serde=self.serde,
+        )["messages"]  # fmt: skip
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete a thread's checkpoints and writes, and forget its remembered histories."""
+        super().delete_thread(thread_id)
+        with self._histories_lock:
+            for key in [k for k in self._histories if k[0] == str(thread_id)]:
+                del self._histories[key]
+
+
+def sqlite_saver(path: Path) -> FerrySaver:
     """A saver on `path` whose connection lives as long as the process."""
-    return SqliteSaver(connect(path))
+    return FerrySaver(connect(path))
 
 
 @contextmanager
-def open_saver(settings: Settings) -> Iterator[SqliteSaver]:
+def open_saver(settings: Settings) -> Iterator[FerrySaver]:
     """A saver on `FERRY_DB` for the length of a command, closed afterwards."""
     conn = connect(settings.db)
     try:
-        yield SqliteSaver(conn)
+        yield FerrySaver(conn)
     finally:
         conn.close()

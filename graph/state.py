@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal, TypedDict, cast
 
-from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    ToolMessage,
+    convert_to_messages,
+)
+from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import add_messages
+
+_IDS = uuid.UUID("6f1c2d0e-8a57-4a43-9d36-0e1f3c6a9b21")  # namespace of derived message ids
+# Each step stores only its new messages. A full snapshot of the list would cost as much as the
+# whole history again, so none is taken by count; LangGraph still takes one every 5000 steps.
+SNAPSHOT_NEVER = 1_000_000_000
 
 StopReason = Literal[
     "answered", "max_iterations", "token_budget", "time_budget", "awaiting_approval"
@@ -26,6 +40,24 @@ def _call_block_end(messages: list[AnyMessage], tool_call_id: str) -> int | None
     return None
 
 
+def _with_stable_ids(position: int, update: Any) -> list[BaseMessage]:
+    """The update as messages, each without an id given one derived from where it lands.
+
+    Message history is stored as the writes that built it and rebuilt by replaying them, so an
+    id must come out the same on every replay: random ids (what `add_messages` would assign)
+    would change each time the thread is read.
+    """
+    messages = convert_to_messages(update if isinstance(update, list) else [update])
+    return [
+        m
+        if m.id
+        else m.model_copy(
+            update={"id": str(uuid.uuid5(_IDS, f"{position}:{i}:{m.type}:{m.content}"))}
+        )
+        for i, m in enumerate(messages)
+    ]
+
+
 def merge_messages(left: list[AnyMessage], right: Any) -> list[AnyMessage]:
     """Merge like `add_messages`, but file each new tool result right after its call.
 
@@ -33,6 +65,7 @@ def merge_messages(left: list[AnyMessage], right: Any) -> list[AnyMessage]:
     mid-tool and the user asks something new, the repair result arrives after the new question;
     placing it inside its call's block keeps the stored history valid for every later reader.
     """
+    right = _with_stable_ids(len(left), right)
     merged = cast(list[AnyMessage], add_messages(cast(Any, left), right))
     if len(merged) < len(left):  # a removal (e.g. an edit in Studio): nothing new to place
         return merged
@@ -47,6 +80,13 @@ def merge_messages(left: list[AnyMessage], right: Any) -> list[AnyMessage]:
     return placed
 
 
+def fold_messages(messages: list[AnyMessage], updates: Sequence[Any]) -> list[AnyMessage]:
+    """Apply a batch of message updates in order (the delta channel's reducer)."""
+    for update in updates:
+        messages = merge_messages(messages, update)
+    return messages
+
+
 def count_failures(current: dict[str, int], outcomes: dict[str, bool]) -> dict[str, int]:
     """Update consecutive-failure counts per tool: a failure adds one, a success resets."""
     counts = dict(current)
@@ -58,7 +98,9 @@ def count_failures(current: dict[str, int], outcomes: dict[str, bool]) -> dict[s
 class FerryState(TypedDict, total=False):
     """The checkpointed state of one thread."""
 
-    messages: Annotated[list[AnyMessage], merge_messages]
+    messages: Annotated[
+        list[AnyMessage], DeltaChannel(fold_messages, snapshot_frequency=SNAPSHOT_NEVER)
+    ]
     """The whole conversation, every message with a stable id."""
     turn_id: str | None
     """Id of the user message that started the current turn (counters below reset with it)."""

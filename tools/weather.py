@@ -69,7 +69,7 @@ def get_weather(city: str, units: Literal["celsius", "fahrenheit"] = "celsius") 
         reply += (
             f". Several places are called '{place['name']}'; chose the most populous. "
             f"Others: {'; '.join(_label(p) for p in others)}. "
-            f"For another, ask e.g. '{_label(others[0], short=True)}'"
+            f"For another, ask e.g. '{_label(others[0], short=True)}'."
         )
     return reply
 

@@ -88,7 +88,7 @@ def test_ambiguous_name_picks_the_most_populous_and_names_the_others(
     assert reply.startswith("Paris, Île-de-France, France: 18.0 °C")
     assert "Several places are called 'Paris'; chose the most populous." in reply
     assert "Others: Paris, Texas, United States." in reply
-    assert reply.endswith("For another, ask e.g. 'Paris, Texas'")
+    assert reply.endswith("For another, ask e.g. 'Paris, Texas'.")
 
 
 def test_most_populous_wins_whatever_the_services_order(openmeteo: OpenMeteoServer) -> None:
