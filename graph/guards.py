@@ -54,7 +54,7 @@ def error_result(call: ToolCall, text: str) -> ToolMessage:
 
 
 def stop_message(reason: StopReason, counters: Mapping[str, Any]) -> AIMessage:
-    """The final answer a guard writes when it ends a turn (`counters`: the turn's state)."""
+    """The final answer a guard writes when it ends a turn (`counters`: the turn's counters)."""
     usage = counters.get("usage") or {}
     text = _STOP_TEXT[reason].format(
         model_calls=counters.get("model_calls", 0), total_tokens=usage.get("total_tokens", 0)

@@ -24,7 +24,7 @@ from graph.execution import ToolTimeout, as_text, describe_failure, run_with_tim
 from graph.log import redact
 from graph.models import make_model
 from graph.settings import Settings
-from graph.state import FerryState, StopReason, merge_messages
+from graph.state import FerryState, StopReason, Turn, merge_messages
 from graph.text import token_usage
 
 log = logging.getLogger("ferry.loop")
@@ -42,6 +42,8 @@ class ToolTask(TypedDict):
     """What `check` sends to one `execute_tool` task."""
 
     call: ToolCall
+    failures: int
+    """The tool's consecutive failures so far on this thread."""
 
 
 def _ids(config: RunnableConfig, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -85,13 +87,14 @@ class Loop:
         messages = state["messages"]
         start = guards.turn_start(messages)
         turn_id = messages[start].id if isinstance(messages[start], HumanMessage) else None
-        new_turn = turn_id != state.get("turn_id")
-        update: dict[str, Any] = {
-            "turn_id": turn_id,
-            "model_calls": 0 if new_turn else state.get("model_calls", 0),
-            "usage": {} if new_turn else dict(state.get("usage") or {}),
-            "stop_reason": None,
-        }
+        turn = state.get("turn")
+        update: dict[str, Any] = {}
+        if turn is None or turn["id"] != turn_id:
+            turn = Turn(id=turn_id, model_calls=0, usage={})
+            update["stop_reason"] = None
+        update["turn"] = turn = Turn(
+            id=turn_id, model_calls=turn["model_calls"], usage=dict(turn["usage"])
+        )
         ids = _ids(config, runtime)
         repairs = [
             guards.error_result(c, guards.INTERRUPTED) for c in guards.unanswered_calls(messages)
@@ -102,15 +105,15 @@ class Loop:
                 extra={**ids, "event": "repair", "tool_call_id": call.tool_call_id},
             )
         if _seconds_left(self.settings, runtime) <= 0:
-            return self._stop(update, update, repairs, "time_budget", ids)
+            return self._stop(turn, update, repairs, "time_budget", ids)
         prompt = for_model(merge_messages(messages, repairs), self.settings.context_tokens)
         started = time.monotonic()
         reply: AIMessage = self.bound_model.invoke(prompt, config)
         duration_ms = round((time.monotonic() - started) * 1000)
         reply.id = reply.id or str(uuid.uuid4())
-        update["model_calls"] += 1
+        turn["model_calls"] += 1
         for key, tokens in token_usage(reply).items():
-            update["usage"][key] = update["usage"].get(key, 0) + tokens
+            turn["usage"][key] = turn["usage"].get(key, 0) + tokens
         log.info(
             "model call",
             extra={
@@ -153,7 +156,7 @@ class Loop:
                 guards.error_result(c, f"Not executed: the turn stopped ({reason}).")
                 for c in reply.tool_calls
             ]
-            return self._stop(state, {}, not_run, reason, ids)
+            return self._stop(state.get("turn") or {}, {}, not_run, reason, ids)
         disabled = {
             n
             for n, count in (state.get("tool_failures") or {}).items()
@@ -186,10 +189,11 @@ class Loop:
     def _budget_exceeded(
         self, state: FerryState, runtime: Runtime[RunContext]
     ) -> StopReason | None:
-        if state.get("model_calls", 0) >= self.settings.max_iterations:
+        turn = state.get("turn") or Turn(id=None, model_calls=0, usage={})
+        if turn["model_calls"] >= self.settings.max_iterations:
             return "max_iterations"
         budget = self.settings.token_budget
-        if budget and (state.get("usage") or {}).get("total_tokens", 0) >= budget:
+        if budget and turn["usage"].get("total_tokens", 0) >= budget:
             return "token_budget"
         if _seconds_left(self.settings, runtime) <= 0:
             return "time_budget"
@@ -228,7 +232,10 @@ class Loop:
             id=str(uuid.uuid4()),
             response_metadata={"duration_ms": duration_ms},
         )
-        return {"messages": [result], "tool_failures": {call["name"]: status == "success"}}
+        update: dict[str, Any] = {"messages": [result]}
+        if status == "error" or task["failures"]:  # a success only matters after failures
+            update["tool_failures"] = {call["name"]: status == "success"}
+        return update
 
     def _timeout_text(self, call: ToolCall, timeout: float) -> str:
         if timeout < self.settings.tool_timeout_s:
@@ -252,5 +259,9 @@ def route_after_check(state: FerryState) -> list[Send] | Literal["call_model", "
     assert isinstance(reply, AIMessage)  # check only lets tool-calling replies through
     pending = [c for c in reply.tool_calls if c["id"] not in answered]
     if pending:
-        return [Send("execute_tool", ToolTask(call=c)) for c in pending]
+        failures = state.get("tool_failures") or {}
+        return [
+            Send("execute_tool", ToolTask(call=c, failures=failures.get(c["name"], 0)))
+            for c in pending
+        ]
     return "call_model"

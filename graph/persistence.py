@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.channels.delta import _DeltaSnapshot
 from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite._delta import (
     DELTA_STAGE1_SQL,
     build_delta_channels_writes_history,
@@ -27,6 +27,7 @@ from langgraph.checkpoint.sqlite._delta import (
 )
 from langgraph.types import Overwrite
 
+from graph.compression import CompressingSerializer
 from graph.settings import Settings
 from graph.state import fold_messages
 
@@ -54,7 +55,7 @@ class FerrySaver(SqliteSaver):
     """
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        super().__init__(conn)
+        super().__init__(conn, serde=CompressingSerializer())
         self._histories: OrderedDict[tuple[str, str, str], list[Any]] = OrderedDict()
         self._histories_lock = threading.Lock()
 

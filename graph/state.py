@@ -95,6 +95,17 @@ def count_failures(current: dict[str, int], outcomes: dict[str, bool]) -> dict[s
     return counts
 
 
+class Turn(TypedDict):
+    """Counters of the current turn, kept together so each model call stores one small write."""
+
+    id: str | None
+    """Id of the user message that started the turn."""
+    model_calls: int
+    """Model calls made in the turn."""
+    usage: dict[str, int]
+    """Tokens the provider reported in the turn: input_tokens, output_tokens, total_tokens."""
+
+
 class FerryState(TypedDict, total=False):
     """The checkpointed state of one thread."""
 
@@ -102,12 +113,8 @@ class FerryState(TypedDict, total=False):
         list[AnyMessage], DeltaChannel(fold_messages, snapshot_frequency=SNAPSHOT_NEVER)
     ]
     """The whole conversation, every message with a stable id."""
-    turn_id: str | None
-    """Id of the user message that started the current turn (counters below reset with it)."""
-    model_calls: int
-    """Model calls made in the current turn."""
-    usage: dict[str, int]
-    """Tokens reported by the provider in the current turn: input, output, total."""
+    turn: Turn
+    """The current turn's counters, for the iteration cap and the token budget."""
     stop_reason: StopReason | None
     """Why the last turn ended; None while it runs."""
     tool_failures: Annotated[dict[str, int], count_failures]

@@ -102,7 +102,7 @@ def test_plain_answer_makes_one_model_call_and_no_tool_call() -> None:
     assert kinds(result["messages"]) == ["Human", "AI"]
     assert result["messages"][-1].content == "Hello!"
     assert result["stop_reason"] == "answered"
-    assert result["model_calls"] == 1
+    assert result["turn"]["model_calls"] == 1
     assert CALLS == []
     model.assert_complete()
     assert set(model.bound_tools) == {"add", "weather", "nap", "broken"}
@@ -208,7 +208,7 @@ def test_iteration_cap_stops_gracefully_and_answers_the_pending_calls() -> None:
     model = ScriptedModel([tool_call("add", a=i, b=1) for i in range(3)])
     result = ask(make(model, max_iterations=3), "loop forever")
     assert result["stop_reason"] == "max_iterations"
-    assert result["model_calls"] == 3
+    assert result["turn"]["model_calls"] == 3
     assert len(CALLS) == 2  # the third call was refused, not run
     last_call, refusal, final = result["messages"][-3:]
     assert isinstance(last_call, AIMessage) and last_call.tool_calls
