@@ -17,8 +17,8 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite._delta import (
     DELTA_STAGE1_SQL,
     build_delta_channels_writes_history,
