@@ -46,7 +46,22 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-class FerrySaver(SqliteSaver):
+class CompactVersions:
+    """Count channel versions with small integers.
+
+    LangGraph's SQLite savers default to a zero-padded counter plus a random fraction, about 50
+    bytes per channel in every checkpoint: more than the messages themselves in a typical step.
+    Threads that already carry string versions keep them, so one channel never mixes the two.
+    """
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        """The version after `current`."""
+        if isinstance(current, str):
+            return super().get_next_version(current, channel)  # type: ignore[misc]  # the saver it is mixed into has one
+        return (current or 0) + 1
+
+
+class FerrySaver(CompactVersions, SqliteSaver):
     """A SQLite saver that keeps recently rebuilt message histories in memory.
 
     A checkpoint never changes once written, so the history rebuilt at a checkpoint stays true;
@@ -58,17 +73,6 @@ class FerrySaver(SqliteSaver):
         super().__init__(conn, serde=CompressingSerializer())
         self._histories: OrderedDict[tuple[str, str, str], list[Any]] = OrderedDict()
         self._histories_lock = threading.Lock()
-
-    def get_next_version(self, current: Any, channel: None) -> Any:
-        """Count channel versions with small integers.
-
-        SQLite's default, a zero-padded counter plus a random fraction, costs about 50 bytes per
-        channel in every checkpoint: more than the messages themselves in a typical step. Threads
-        that already carry string versions keep them, so one channel never mixes the two kinds.
-        """
-        if isinstance(current, str):
-            return super().get_next_version(current, channel)
-        return (current or 0) + 1
 
     def _remembered(self, key: tuple[str, str, str]) -> list[Any] | None:
         with self._histories_lock:
