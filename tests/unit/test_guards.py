@@ -1,0 +1,257 @@
+"""Each guard fires at the right moment, ends the turn with an answer, and survives resume."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from graph import build_graph
+from graph.log import JsonFormatter, redact
+from graph.persistence import sqlite_saver
+from graph.settings import Settings
+from graph.state import merge_messages
+from tests.scripted import ScriptedModel, answer, parallel, tool_call, with_usage
+
+RUNS: list[str] = []
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up.
+
+    Args:
+        key: what to look up.
+    """
+    RUNS.append(key)
+    if key.startswith("bad"):
+        raise ValueError(f"no entry for {key}")
+    return f"value of {key}"
+
+
+@tool
+def slow(seconds: float) -> str:
+    """Wait.
+
+    Args:
+        seconds: how long.
+    """
+    RUNS.append(f"slow {seconds}")
+    time.sleep(seconds)
+    return "done"
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    RUNS.clear()
+
+
+def make(model: ScriptedModel, checkpointer: Any = None, **settings: Any) -> Any:
+    return build_graph(
+        model=model,
+        tools=[lookup, slow],
+        checkpointer=checkpointer or InMemorySaver(),
+        settings=Settings(**settings),
+    )
+
+
+def ask(graph: Any, text: str, thread: str = "t1") -> dict[str, Any]:
+    config = {"configurable": {"thread_id": thread}}
+    result: dict[str, Any] = graph.invoke({"messages": [("user", text)]}, config)
+    return result
+
+
+def assert_every_call_answered_in_place(messages: list[Any]) -> None:
+    """What providers require: each call's results follow its AIMessage, before anything else."""
+    for i, message in enumerate(messages):
+        if isinstance(message, AIMessage) and message.tool_calls:
+            block = []
+            for later in messages[i + 1 :]:
+                if not isinstance(later, ToolMessage):
+                    break
+                block.append(later.tool_call_id)
+            assert sorted(block) == sorted(c["id"] for c in message.tool_calls)
+
+
+def test_duplicate_call_in_a_turn_is_not_run_again_and_points_at_the_first() -> None:
+    model = ScriptedModel(
+        [tool_call("lookup", key="a"), tool_call("lookup", key="a"), answer("value of a")]
+    )
+    result = ask(make(model), "a?")
+    assert RUNS == ["a"]
+    first, duplicate = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert duplicate.status == "error"
+    assert first.tool_call_id in duplicate.content and "value of a" in duplicate.content
+    assert result["stop_reason"] == "answered"
+
+
+def test_identical_parallel_calls_run_once() -> None:
+    model = ScriptedModel(
+        [parallel(tool_call("lookup", key="a"), tool_call("lookup", key="a")), answer("ok")]
+    )
+    result = ask(make(model), "a twice")
+    assert RUNS == ["a"]
+    statuses = sorted(m.status for m in result["messages"] if isinstance(m, ToolMessage))
+    assert statuses == ["error", "success"]
+
+
+def test_a_model_repeating_itself_is_stopped_by_duplicates_and_the_cap() -> None:
+    model = ScriptedModel([tool_call("lookup", key="a") for _ in range(4)])
+    result = ask(make(model, max_iterations=4), "loop")
+    assert RUNS == ["a"]  # executed once; every repeat refused
+    assert result["stop_reason"] == "max_iterations"
+    assert isinstance(result["messages"][-1], AIMessage)
+    assert_every_call_answered_in_place(result["messages"])
+    model.assert_complete()
+
+
+def test_same_call_in_a_new_turn_runs_again() -> None:
+    model = ScriptedModel(
+        [tool_call("lookup", key="a"), answer("1"), tool_call("lookup", key="a"), answer("2")]
+    )
+    graph = make(model)
+    ask(graph, "a?")
+    ask(graph, "a again?")
+    assert RUNS == ["a", "a"]
+
+
+def test_circuit_breaker_disables_a_failing_tool_for_the_thread(tmp_path: Path) -> None:
+    saver = sqlite_saver(tmp_path / "b.db")
+    steps: list[Any] = []
+    for i in range(4):
+        steps += [tool_call("lookup", key=f"bad{i}"), answer(f"failed {i}")]
+    graph = make(ScriptedModel(steps), saver, breaker_threshold=3)
+    results = [ask(graph, f"try {i}") for i in range(4)]
+    assert RUNS == ["bad0", "bad1", "bad2"]  # the fourth call was refused without running
+    refusal = [m for m in results[-1]["messages"] if isinstance(m, ToolMessage)][-1]
+    assert refusal.status == "error"
+    assert "lookup is disabled" in refusal.content and "still available: slow" in refusal.content
+    # The count lives in the checkpoint: a new graph on the same file still refuses.
+    again = make(ScriptedModel([tool_call("lookup", key="good"), answer("x")]), saver)
+    ask(again, "once more")
+    assert RUNS == ["bad0", "bad1", "bad2"]
+    # Another thread is unaffected.
+    other = make(ScriptedModel([tool_call("lookup", key="good"), answer("x")]), saver)
+    ask(other, "fresh", thread="t2")
+    assert RUNS[-1] == "good"
+
+
+def test_a_success_resets_the_failure_count() -> None:
+    steps: list[Any] = []
+    for key in ("bad1", "bad2", "ok", "bad3", "bad4", "ok2"):
+        steps += [tool_call("lookup", key=key), answer(key)]
+    graph = make(ScriptedModel(steps), breaker_threshold=3)
+    for i in range(6):
+        ask(graph, f"q{i}")
+    assert RUNS == ["bad1", "bad2", "ok", "bad3", "bad4", "ok2"]
+
+
+def test_token_budget_stops_the_turn_with_an_answer() -> None:
+    model = ScriptedModel(
+        [
+            with_usage(tool_call("lookup", key="a"), 60, 10),
+            with_usage(tool_call("lookup", key="b"), 80, 10),
+        ]
+    )
+    result = ask(make(model, token_budget=100), "expensive")
+    assert result["stop_reason"] == "token_budget"
+    assert RUNS == ["a"]
+    assert result["turn"]["usage"]["total_tokens"] == 160
+    final = result["messages"][-1]
+    assert isinstance(final, AIMessage) and "160 tokens" in final.content
+    assert_every_call_answered_in_place(result["messages"])
+    model.assert_complete()
+
+
+def test_time_budget_abandons_a_running_tool_and_stops() -> None:
+    model = ScriptedModel([tool_call("slow", seconds=5)])
+    started = time.monotonic()
+    result = ask(make(model, time_budget_s=0.5), "slow")
+    assert time.monotonic() - started < 3
+    assert result["stop_reason"] == "time_budget"
+    interrupted = result["messages"][2]
+    assert interrupted.status == "error" and "time budget ran out" in interrupted.content
+    assert "time budget" in result["messages"][-1].content
+    model.assert_complete()
+
+
+def test_iteration_cap_holds_across_resume(tmp_path: Path) -> None:
+    db = tmp_path / "cap.db"
+    config = {"configurable": {"thread_id": "t1"}}
+    crashing = make(
+        ScriptedModel([tool_call("lookup", key="a"), RuntimeError("crash")]),
+        sqlite_saver(db),
+        max_iterations=2,
+    )
+    with pytest.raises(RuntimeError):
+        ask(crashing, "go")
+    model = ScriptedModel([tool_call("lookup", key="b")])
+    resumed = make(model, sqlite_saver(db), max_iterations=2)
+    result = resumed.invoke(None, config)
+    assert result["stop_reason"] == "max_iterations"  # 1 before the crash + 1 after = the cap
+    assert RUNS == ["a"]
+    model.assert_complete()
+
+
+def test_new_question_after_a_dead_run_repairs_the_dangling_call(tmp_path: Path) -> None:
+    db = tmp_path / "dead.db"
+    config = {"configurable": {"thread_id": "t1"}}
+    graph = make(ScriptedModel([tool_call("lookup", key="a")]), sqlite_saver(db))
+    graph.invoke({"messages": [("user", "first")]}, config, interrupt_before=["execute_tool"])
+    model = ScriptedModel([answer("fresh answer")])
+    result = ask(make(model, sqlite_saver(db)), "second")
+    messages = result["messages"]
+    assert [type(m).__name__ for m in messages] == [
+        "HumanMessage", "AIMessage", "ToolMessage", "HumanMessage", "AIMessage",
+    ]  # fmt: skip
+    assert messages[2].status == "error" and "interrupted" in messages[2].content
+    assert_every_call_answered_in_place(model.calls[0])
+    assert RUNS == []
+    stored = make(ScriptedModel([]), sqlite_saver(db)).get_state(config).values["messages"]
+    assert [m.id for m in stored] == [m.id for m in messages]
+
+
+def test_merge_places_a_late_result_right_after_its_call() -> None:
+    call = AIMessage("", id="ai", tool_calls=[{"name": "lookup", "args": {}, "id": "c1"}])
+    history = [HumanMessage("q", id="q"), call, HumanMessage("next", id="n")]
+    late = ToolMessage("late", tool_call_id="c1", id="t")
+    assert [m.id for m in merge_messages(history, [late])] == ["q", "ai", "t", "n"]
+
+
+def test_json_logs_carry_ids_and_no_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TAVILY_API_KEY", "tvly-secret-value-123")
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger = logging.getLogger("ferry")
+    handler = Keep()
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        model = ScriptedModel([tool_call("lookup", key="tvly-secret-value-123"), answer("ok")])
+        ask(make(model), "leak?")
+    finally:
+        logger.removeHandler(handler)
+    lines = [json.loads(JsonFormatter().format(r)) for r in records]
+    events = {line.get("event") for line in lines}
+    assert {"model_call", "tool_start", "tool_end"} <= events
+    tool_lines = [line for line in lines if line.get("event") == "tool_end"]
+    assert tool_lines[0]["thread_id"] == "t1" and tool_lines[0]["tool_call_id"]
+    assert all("duration_ms" in line for line in tool_lines)
+    assert "tvly-secret-value-123" not in json.dumps(lines)
+
+
+def test_redact_removes_keys_and_bearer_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-abcdefghijklmnop")
+    text = "key sk-abcdefghijklmnop and Authorization: Bearer abcdef123456789"
+    assert redact(text) == "key [redacted] and Authorization: Bearer [redacted]"
