@@ -159,6 +159,77 @@ def cmd_threads(args: argparse.Namespace) -> int:
     return 0
 
 
+def _db_bytes(path: Any) -> int:
+    return sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    """Delete one thread and compact the database."""
+    from graph.persistence import open_saver
+    from graph.retention import compact
+    from graph.settings import get_settings
+
+    settings = get_settings()
+    with open_saver(settings) as saver:
+        if saver.get_tuple(_config(args.thread)) is None:
+            raise UserError(f"unknown thread {args.thread!r} (see `ferry threads`)")
+        saver.delete_thread(args.thread)
+        compact(saver)
+    if args.json:
+        _print_json({"deleted": [args.thread], "db_bytes": _db_bytes(settings.db)})
+    else:
+        sys.stderr.write(f"deleted thread {args.thread}\n")
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    """Keep the last N checkpoints per thread, or drop threads not updated since a date."""
+    from datetime import UTC, datetime
+
+    from graph.persistence import open_saver
+    from graph.retention import compact, prune_thread, threads_updated_before
+    from graph.settings import get_settings
+    from graph.threads import list_threads
+
+    settings = get_settings()
+    before = _db_bytes(settings.db)
+    deleted: list[str] = []
+    removed = 0
+    with open_saver(settings) as saver:
+        if args.before:
+            cutoff = datetime.fromisoformat(args.before)
+            cutoff = cutoff if cutoff.tzinfo else cutoff.replace(tzinfo=UTC)
+            deleted = threads_updated_before(saver, cutoff)
+            for thread_id in deleted:
+                saver.delete_thread(thread_id)
+        if args.keep:
+            removed = sum(
+                prune_thread(saver, t["thread_id"], args.keep) for t in list_threads(saver)
+            )
+        compact(saver)
+    report = {
+        "threads_deleted": deleted,
+        "checkpoints_removed": removed,
+        "db_bytes_before": before,
+        "db_bytes_after": _db_bytes(settings.db),
+    }
+    if args.json:
+        _print_json(report)
+    else:
+        sys.stderr.write(
+            f"deleted {len(deleted)} threads, removed {removed} checkpoints; "
+            f"{before} → {report['db_bytes_after']} bytes\n"
+        )
+    return 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line: subcommands and their options."""
     parser = argparse.ArgumentParser(prog="ferry", description="A durable tool-calling agent.")
@@ -177,20 +248,28 @@ def build_parser() -> argparse.ArgumentParser:
     resume = command("resume", cmd_resume, "Continue an interrupted or crashed run.")
     history = command("history", cmd_history, "Show a thread's stored messages.")
     threads = command("threads", cmd_threads, "List stored threads.")
+    delete = command("delete", cmd_delete, "Delete a thread and compact the database.")
+    delete.add_argument("--thread", required=True, help="the thread id")
+    prune = command("prune", cmd_prune, "Drop old checkpoints or old threads, then compact.")
+    prune.add_argument("--keep", type=_positive, help="checkpoints to keep per thread (newest)")
+    prune.add_argument("--before", help="delete threads last updated before this ISO date")
     for p in (ask, chat):
         p.add_argument("--thread", help="thread id to continue (default: a new thread)")
     for p in (resume, history):
         p.add_argument("--thread", required=True, help="the thread id")
     for p in (ask, chat, resume):
         p.add_argument("--model", help="model spec, overriding FERRY_MODEL (e.g. offline)")
-    for p in (ask, resume, history, threads):
+    for p in (ask, resume, history, threads, delete, prune):
         p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `ferry` console script."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "prune" and not (args.keep or args.before):
+        parser.error("prune needs --keep N or --before DATE")
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:

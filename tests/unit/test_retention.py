@@ -1,0 +1,112 @@
+"""Pruning and deleting keep what a resume and the history need, and give space back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from langchain_core.tools import tool
+
+from graph import build_graph
+from graph.persistence import sqlite_saver
+from graph.retention import prune_thread
+from graph.settings import Settings
+from tests.scripted import ScriptedModel, answer, tool_call
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo the text.
+
+    Args:
+        text: what to echo.
+    """
+    return text * 50
+
+
+def _conversation(db: Path, thread: str, turns: int) -> Any:
+    steps: list[Any] = []
+    for i in range(turns):
+        steps += [tool_call("echo", text=f"t{i}"), answer(f"answer {i}")]
+    graph = build_graph(
+        model=ScriptedModel(steps), tools=[echo], checkpointer=sqlite_saver(db), settings=Settings()
+    )
+    for i in range(turns):
+        graph.invoke({"messages": [("user", f"q{i}")]}, {"configurable": {"thread_id": thread}})
+    return graph
+
+
+def _checkpoints(db: Path, thread: str) -> int:
+    saver = sqlite_saver(db)
+    with saver.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (thread,))
+        return int(cur.fetchone()[0])
+
+
+def test_prune_keeps_the_history_and_the_thread_continues(tmp_path: Path) -> None:
+    db = tmp_path / "p.db"
+    _conversation(db, "t1", 5)
+    config = {"configurable": {"thread_id": "t1"}}
+    fresh = build_graph(model=ScriptedModel([]), tools=[echo], checkpointer=sqlite_saver(db))
+    before = [(m.id, m.content) for m in fresh.get_state(config).values["messages"]]
+    removed = prune_thread(sqlite_saver(db), "t1", keep=3)
+    assert removed > 0 and _checkpoints(db, "t1") == 3
+    # A new process (no remembered histories) rebuilds the same messages from the snapshot.
+    reopened = build_graph(
+        model=ScriptedModel([answer("six")]), tools=[echo], checkpointer=sqlite_saver(db)
+    )
+    assert [(m.id, m.content) for m in reopened.get_state(config).values["messages"]] == before
+    assert len(list(reopened.get_state_history(config))) == 3
+    result = reopened.invoke({"messages": [("user", "q5")]}, config)
+    assert [m.content for m in result["messages"][-2:]] == ["q5", "six"]
+
+
+def test_prune_keeps_a_pending_run_resumable(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    _conversation(db, "t1", 2)
+    config = {"configurable": {"thread_id": "t1"}}
+    paused = build_graph(
+        model=ScriptedModel([tool_call("echo", text="late")]),
+        tools=[echo],
+        checkpointer=sqlite_saver(db),
+    )
+    paused.invoke({"messages": [("user", "q2")]}, config, interrupt_before=["execute_tool"])
+    prune_thread(sqlite_saver(db), "t1", keep=1)
+    resumed = build_graph(
+        model=ScriptedModel([answer("done")]), tools=[echo], checkpointer=sqlite_saver(db)
+    )
+    result = resumed.invoke(None, config)
+    assert result["stop_reason"] == "answered"
+    assert result["messages"][-2].content == "late" * 50
+    assert [m.content for m in result["messages"][:2]] == ["q0", result["messages"][1].content]
+
+
+def _ferry(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "graph.cli", *args],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def test_cli_delete_and_prune(tmp_path: Path) -> None:
+    db = tmp_path / "ferry.db"  # conftest points FERRY_DB here
+    _conversation(db, "keep", 3)
+    _conversation(db, "drop", 3)
+    deleted = _ferry(tmp_path, "delete", "--thread", "drop", "--json")
+    assert deleted.returncode == 0, deleted.stderr
+    assert json.loads(deleted.stdout)["deleted"] == ["drop"]
+    listed = json.loads(_ferry(tmp_path, "threads", "--json").stdout)
+    assert [t["thread_id"] for t in listed["threads"]] == ["keep"]
+    pruned = _ferry(tmp_path, "prune", "--keep", "2", "--json")
+    report = json.loads(pruned.stdout)
+    assert report["checkpoints_removed"] > 0
+    assert report["db_bytes_after"] < report["db_bytes_before"]
+    history = json.loads(_ferry(tmp_path, "history", "--thread", "keep", "--json").stdout)
+    assert [m["content"] for m in history["messages"] if m["role"] == "user"] == ["q0", "q1", "q2"]
+    old = _ferry(tmp_path, "prune", "--before", "2999-01-01", "--json")
+    assert json.loads(old.stdout)["threads_deleted"] == ["keep"]
+    assert _ferry(tmp_path, "delete", "--thread", "nope").returncode == 1
+    assert _ferry(tmp_path, "prune").returncode == 2
