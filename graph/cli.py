@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -56,14 +57,59 @@ def _existing_state(graph: FerryGraph, thread_id: str) -> Any:
     return state
 
 
-def _run(graph: FerryGraph, graph_input: Any, thread_id: str, as_json: bool) -> int:
-    from graph.runner import Progress, json_report, stream_run
+def _ask_decisions(pending: list[dict[str, Any]]) -> dict[str, Any]:
+    """Ask the person at the terminal to approve, edit or reject each pending call."""
+    decisions: dict[str, Any] = {}
+    for call in pending:
+        shown = f"{call['name']}({json.dumps(call['args'], ensure_ascii=False)})"
+        while True:
+            choice = input(f"approve {shown}? [a]pprove / [e]dit / [r]eject: ").strip().lower()
+            if choice.startswith("a"):
+                decisions[call["id"]] = {"action": "approve"}
+            elif choice.startswith("r"):
+                reason = input("reason: ").strip()
+                decisions[call["id"]] = {"action": "reject", "reason": reason}
+            elif choice.startswith("e"):
+                try:
+                    args = json.loads(input("new arguments (JSON object): "))
+                except json.JSONDecodeError as exc:
+                    sys.stderr.write(f"not JSON: {exc}\n")
+                    continue
+                if not isinstance(args, dict):
+                    sys.stderr.write("arguments must be a JSON object\n")
+                    continue
+                decisions[call["id"]] = {"action": "edit", "args": args}
+            else:
+                continue
+            break
+    return decisions
 
+
+def _run(graph: FerryGraph, graph_input: Any, thread_id: str, as_json: bool) -> int:
+    """Run to the answer, a guard's stop, or a pause for approval, and report it."""
+    from langgraph.types import Command
+
+    from graph.runner import Progress, RunSummary, json_report, pending_approvals_of, stream_run
+
+    config = _config(thread_id)
     progress = Progress(out=None if as_json else sys.stdout)
-    summary = stream_run(graph, graph_input, _config(thread_id), progress)
-    values = graph.get_state(_config(thread_id)).values
+    summary = RunSummary()
+    interactive = not as_json and sys.stdin.isatty()
+    while True:
+        stream_run(graph, graph_input, config, progress, summary)
+        state = graph.get_state(config)
+        pending = pending_approvals_of(state)
+        if not (pending and interactive):
+            break
+        graph_input = Command(resume=_ask_decisions(pending))
     if as_json:
-        _print_json(json_report(thread_id, values, summary))
+        _print_json(json_report(thread_id, state.values, summary, pending))
+    elif pending:
+        for call in pending:
+            sys.stderr.write(f"awaiting approval: {call['name']}({json.dumps(call['args'])})\n")
+        sys.stderr.write(
+            f"decide with: ferry resume --thread {thread_id} --approve (or --reject REASON)\n"
+        )
     return 0
 
 
@@ -96,8 +142,21 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue an interrupted or crashed run from its last checkpoint."""
+    from langgraph.types import Command
+
+    from graph.runner import pending_approvals_of
+
     with _open_graph(args, need_model=True) as graph:
         state = _existing_state(graph, args.thread)
+        if args.approve or args.reject is not None:
+            if not pending_approvals_of(state):
+                raise UserError(f"thread {args.thread!r} has no tool calls awaiting approval")
+            decision = (
+                {"action": "approve"}
+                if args.approve
+                else {"action": "reject", "reason": args.reject}
+            )
+            return _run(graph, Command(resume=decision), args.thread, args.json)
         if not state.next:
             if args.json:
                 values = state.values
@@ -257,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--thread", help="thread id to continue (default: a new thread)")
     for p in (resume, history):
         p.add_argument("--thread", required=True, help="the thread id")
+    decide = resume.add_mutually_exclusive_group()
+    decide.add_argument("--approve", action="store_true", help="approve every pending call")
+    decide.add_argument("--reject", metavar="REASON", help="reject every pending call")
     for p in (ask, chat, resume):
         p.add_argument("--model", help="model spec, overriding FERRY_MODEL (e.g. offline)")
     for p in (ask, resume, history, threads, delete, prune):
@@ -278,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"\nferry: interrupted.{hint}\n")
         return 130
     except Exception as exc:  # noqa: BLE001 - one clear line, never a traceback
+        if os.environ.get("FERRY_DEBUG"):
+            raise
         from graph.log import redact
         from graph.models import ConfigError
 

@@ -12,13 +12,13 @@ from functools import cached_property
 from typing import Any, Literal, TypedDict
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from graph import guards
+from graph import approval, guards
 from graph.context import for_model
 from graph.execution import ToolTimeout, as_text, describe_failure, run_with_timeout
 from graph.log import redact
@@ -184,7 +184,17 @@ class Loop:
                     guards.signature(call),
                     ToolMessage("(running in parallel)", tool_call_id=call["id"] or ""),
                 )
-        return {"messages": refused} if refused else {}
+        refused_ids = {m.tool_call_id for m in refused}
+        needs_approval = [
+            c
+            for c in reply.tool_calls
+            if c["name"] in self.settings.approval_required and c["id"] not in refused_ids
+        ]
+        written: list[AnyMessage] = list(refused)
+        if needs_approval:
+            edited, rejected = approval.decide(reply, needs_approval)
+            written = [*([edited] if edited else []), *refused, *rejected]
+        return {"messages": written} if written else {}
 
     def _budget_exceeded(
         self, state: FerryState, runtime: Runtime[RunContext]

@@ -10,6 +10,7 @@ from typing import Any, TextIO, cast
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StreamMode
 
 from graph.nodes import RunContext
 from graph.text import message_text, token_usage
@@ -82,12 +83,11 @@ def stream_run(
     graph_input: Any,
     config: RunnableConfig,
     progress: Progress,
-) -> RunSummary:
-    """Run the graph to its next stop, streaming answer tokens and tool progress."""
-    summary = RunSummary()
-    events = graph.stream(
-        graph_input, config, stream_mode=("messages", "updates"), context=RunContext()
-    )
+    summary: RunSummary,
+) -> None:
+    """Run the graph to its next stop, streaming answer tokens and tool progress into `summary`."""
+    modes: list[StreamMode] = ["messages", "updates"]  # a list: a tuple is not read as modes
+    events = graph.stream(graph_input, config, stream_mode=modes, context=RunContext())
     for event in events:
         mode, chunk = cast(tuple[str, Any], event)  # with several modes, events are pairs
         if mode == "messages":
@@ -100,7 +100,7 @@ def stream_run(
                     _record(node, update, summary, progress)
     if progress.printed_answer and progress.out:
         progress.out.write("\n")
-    return summary
+        progress.printed_answer = False
 
 
 def answer_of(messages: list[BaseMessage]) -> str:
@@ -111,7 +111,22 @@ def answer_of(messages: list[BaseMessage]) -> str:
     return ""
 
 
-def json_report(thread_id: str, values: dict[str, Any], summary: RunSummary) -> dict[str, Any]:
+def pending_approvals_of(state: Any) -> list[dict[str, Any]]:
+    """Tool calls the run is paused on, waiting for a person's decision."""
+    return [
+        call
+        for pause in getattr(state, "interrupts", ())
+        if isinstance(pause.value, dict)
+        for call in pause.value.get("pending_approvals", [])
+    ]
+
+
+def json_report(
+    thread_id: str,
+    values: dict[str, Any],
+    summary: RunSummary,
+    pending: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The one JSON object `--json` prints."""
     calls: dict[str | None, ToolCall] = {
         c["id"]: c
@@ -119,10 +134,10 @@ def json_report(thread_id: str, values: dict[str, Any], summary: RunSummary) -> 
         if isinstance(m, AIMessage)
         for c in m.tool_calls
     }
-    return {
+    report = {
         "thread_id": thread_id,
         "answer": answer_of(values.get("messages", [])) if values.get("stop_reason") else "",
-        "stop_reason": values.get("stop_reason"),
+        "stop_reason": "awaiting_approval" if pending else values.get("stop_reason"),
         "model_calls": summary.model_calls,
         "tool_calls": [
             {
@@ -136,3 +151,7 @@ def json_report(thread_id: str, values: dict[str, Any], summary: RunSummary) -> 
         ],
         "usage": summary.usage,
     }
+    if pending:
+        report["answer"] = ""
+        report["pending_approvals"] = pending
+    return report
