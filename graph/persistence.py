@@ -20,10 +20,8 @@ from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite._delta import (
-    DELTA_STAGE1_SQL,
     build_delta_channels_writes_history,
     build_delta_stage2_sql,
-    step_walk_with_row,
 )
 from langgraph.types import Overwrite
 
@@ -32,6 +30,18 @@ from graph.settings import Settings
 from graph.state import fold_messages
 
 _CACHED_HISTORIES = 128
+_NOT_YET = object()
+# A checkpoint's ancestors, nearest first, by parent links (ids are not ordered across
+# processes). CROSS JOIN keeps each step a primary-key lookup.
+_CHAIN_SQL = (
+    "WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id) AS ("
+    "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
+    "UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id "
+    "FROM chain a CROSS JOIN checkpoints c ON c.checkpoint_id = a.parent_checkpoint_id "
+    "WHERE c.thread_id = ? AND c.checkpoint_ns = ?) "
+    "SELECT checkpoint_id FROM chain"
+)
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -118,36 +128,55 @@ class FerrySaver(CompactVersions, SqliteSaver):
     def _replay_since_remembered(
         self, thread_id: str, namespace: str, target: str
     ) -> DeltaChannelHistory:
-        chain: dict[str, list[str]] = {"messages": []}
-        seeds: dict[str, Any] = {}
-        seeded: set[str] = set()
-        walk: dict[str, Any] = {}
+        """The writes since the nearest remembered ancestor (or the root), and its history.
+
+        Only ids are walked. LangGraph's own periodic snapshots are passed over: the writes they
+        summarise are still stored, so replaying them gives the same history. Only the root of
+        the chain can stand on a snapshot it needs (the oldest checkpoint `ferry prune` kept).
+        """
+        chain: list[str] = []
+        walked: set[str] = set()
+        seed: Any = None
         with self.cursor(transaction=False) as cur:
-            cur.execute(DELTA_STAGE1_SQL, (thread_id, namespace, target, thread_id, namespace))
-            for checkpoint_id, type_tag, blob in cur:
-                known = self._remembered((thread_id, namespace, checkpoint_id))
-                if walk.get("started") and known is not None:
-                    chain["messages"].append(checkpoint_id)
-                    seeds["messages"] = known
-                    seeded.add("messages")
+            cur.execute(_CHAIN_SQL, (thread_id, namespace, target, thread_id, namespace))
+            for (checkpoint_id,) in cur:
+                if checkpoint_id == target and not chain and seed is None:
+                    seed = _NOT_YET  # the target's own writes belong to the next step
+                    continue
+                if checkpoint_id in walked:
+                    break  # a re-put checkpoint made the chain loop
+                walked.add(checkpoint_id)
+                chain.append(checkpoint_id)
+                if (known := self._remembered((thread_id, namespace, checkpoint_id))) is not None:
+                    seed = known
                     break
-                if step_walk_with_row(
-                    cid=checkpoint_id, type_tag=type_tag, blob=blob, target_id=target,
-                    serde=self.serde, chain_by_ch=chain, seed_val_by_ch=seeds,
-                    walk_state=walk, seeded=seeded, channels=["messages"],
-                ):  # fmt: skip
-                    break
-            rows: list[Any] = []
-            if chain["messages"]:
-                sql = build_delta_stage2_sql(
-                    has_task_path=self._has_task_path, chain_lens=[len(chain["messages"])]
+            if seed is _NOT_YET:
+                seed = (
+                    self._stored_messages(cur, thread_id, namespace, chain[-1]) if chain else None
                 )
-                cur.execute(sql, [thread_id, namespace, "messages", *chain["messages"]])
+            rows: list[Any] = []
+            if chain:
+                sql = build_delta_stage2_sql(
+                    has_task_path=self._has_task_path, chain_lens=[len(chain)]
+                )
+                cur.execute(sql, [thread_id, namespace, "messages", *chain])
                 rows = cur.fetchall()
+        seeded = set() if seed is None else {"messages"}
         return build_delta_channels_writes_history(
-            channels=["messages"], chain_by_ch=chain, seed_val_by_ch=seeds, seeded=seeded,
-            stage2_rows=rows, serde=self.serde,
+            channels=["messages"], chain_by_ch={"messages": chain},
+            seed_val_by_ch={"messages": seed}, seeded=seeded, stage2_rows=rows, serde=self.serde,
         )["messages"]  # fmt: skip
+
+    def _stored_messages(self, cur: Any, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
+        """The messages a checkpoint stores itself (a snapshot), or None."""
+        cur.execute(
+            "SELECT type, checkpoint FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+            (thread_id, namespace, checkpoint_id),
+        )
+        row = cur.fetchone()
+        checkpoint = self.serde.loads_typed((row[0], row[1])) if row else {}
+        return checkpoint.get("channel_values", {}).get("messages")
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread's checkpoints and writes, and forget its remembered histories."""

@@ -10,8 +10,10 @@ from langchain_core.messages import (
     AIMessage,
     AnyMessage,
     BaseMessage,
+    RemoveMessage,
     ToolMessage,
     convert_to_messages,
+    message_chunk_to_message,
 )
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import add_messages
@@ -47,7 +49,10 @@ def _with_stable_ids(position: int, update: Any) -> list[BaseMessage]:
     id must come out the same on every replay: random ids (what `add_messages` would assign)
     would change each time the thread is read.
     """
-    messages = convert_to_messages(update if isinstance(update, list) else [update])
+    items = update if isinstance(update, list) else [update]
+    if all(isinstance(m, BaseMessage) and m.id for m in items):
+        return items  # the usual case, and every replayed write: nothing to convert
+    messages = convert_to_messages(items)
     return [
         m
         if m.id
@@ -58,33 +63,52 @@ def _with_stable_ids(position: int, update: Any) -> list[BaseMessage]:
     ]
 
 
-def merge_messages(left: list[AnyMessage], right: Any) -> list[AnyMessage]:
-    """Merge like `add_messages`, but file each new tool result right after its call.
+def _merge_one(messages: list[AnyMessage], index: dict[str, int], update: Any) -> None:
+    """Apply one update in place: replace by id, file a tool result after its call, or append."""
+    incoming = _with_stable_ids(len(messages), update)
+    if any(isinstance(m, RemoveMessage) for m in incoming):  # an edit (e.g. in Studio): rare
+        messages[:] = cast(list[AnyMessage], add_messages(cast(Any, messages), cast(Any, incoming)))
+        index.clear()
+        index.update({m.id or "": i for i, m in enumerate(messages)})
+        return
+    for message in incoming:
+        message = cast(AnyMessage, message_chunk_to_message(message))
+        known = index.get(message.id or "")
+        if known is not None:
+            messages[known] = message
+            continue
+        end = (
+            _call_block_end(messages, message.tool_call_id)
+            if isinstance(message, ToolMessage)
+            else None
+        )
+        if end is None or end == len(messages):
+            index[message.id or ""] = len(messages)
+            messages.append(message)
+        else:
+            messages.insert(end, message)
+            index.update({m.id or "": i for i, m in enumerate(messages) if i >= end})
+
+
+def fold_messages(messages: list[AnyMessage], updates: Sequence[Any]) -> list[AnyMessage]:
+    """Apply message updates in order, like `add_messages` but filing tool results in place.
 
     Providers reject a tool call whose result does not follow it directly. When a run dies
     mid-tool and the user asks something new, the repair result arrives after the new question;
     placing it inside its call's block keeps the stored history valid for every later reader.
+    This is the delta channel's reducer: rebuilding a thread folds all its writes in one call,
+    so the cost stays linear in the number of messages.
     """
-    right = _with_stable_ids(len(left), right)
-    merged = cast(list[AnyMessage], add_messages(cast(Any, left), right))
-    if len(merged) < len(left):  # a removal (e.g. an edit in Studio): nothing new to place
-        return merged
-    placed, new = merged[: len(left)], merged[len(left) :]
-    for message in new:
-        end = (
-            _call_block_end(placed, message.tool_call_id)
-            if isinstance(message, ToolMessage)
-            else None
-        )
-        placed.insert(len(placed) if end is None else end, message)
-    return placed
-
-
-def fold_messages(messages: list[AnyMessage], updates: Sequence[Any]) -> list[AnyMessage]:
-    """Apply a batch of message updates in order (the delta channel's reducer)."""
+    merged = list(messages)
+    index = {m.id or "": i for i, m in enumerate(merged)}
     for update in updates:
-        messages = merge_messages(messages, update)
-    return messages
+        _merge_one(merged, index, update)
+    return merged
+
+
+def merge_messages(left: list[AnyMessage], right: Any) -> list[AnyMessage]:
+    """Merge one update into a history (see `fold_messages`)."""
+    return fold_messages(left, [right])
 
 
 def count_failures(current: dict[str, int], outcomes: dict[str, bool]) -> dict[str, int]:

@@ -17,7 +17,9 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in list(os.environ):
         if name.startswith("FERRY_") or name.startswith("LANGSMITH_") or name in _SECRETS:
             monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_URL", "OLLAMA_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("LANGSMITH_GATEWAY", raising=False)
     monkeypatch.setenv("LANGSMITH_TRACING", "false")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("FERRY_DB", str(tmp_path / "ferry.db"))

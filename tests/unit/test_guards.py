@@ -255,3 +255,22 @@ def test_redact_removes_keys_and_bearer_tokens(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-abcdefghijklmnop")
     text = "key sk-abcdefghijklmnop and Authorization: Bearer abcdef123456789"
     assert redact(text) == "key [redacted] and Authorization: Bearer [redacted]"
+
+
+def test_merge_replaces_by_id_and_applies_removals() -> None:
+    from langchain_core.messages import RemoveMessage
+
+    history = [HumanMessage("q", id="q"), AIMessage("draft", id="a")]
+    assert [m.content for m in merge_messages(history, [AIMessage("final", id="a")])] == [
+        "q",
+        "final",
+    ]
+    assert [m.id for m in merge_messages(history, [RemoveMessage(id="a")])] == ["q"]
+    assert [m.content for m in history] == ["q", "draft"]  # the input is never changed
+
+
+def test_merge_gives_the_same_ids_on_every_replay() -> None:
+    first = merge_messages([], [("user", "hello")])
+    again = merge_messages([], [("user", "hello")])
+    assert first[0].id == again[0].id
+    assert merge_messages(first, [("user", "hello")])[1].id != first[0].id

@@ -1,0 +1,256 @@
+"""The real ChatAnthropic client through Ferry's graph, against the Anthropic Messages emulator.
+
+The server answers HTTP 400 to any history the real API would reject (a `tool_use` without its
+`tool_result` right after, text before results, a duplicate or stray result), so every scenario
+here also proves the tool-call contract holds with content-block replies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_anthropic import ChatAnthropic
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
+from langchain_core.tools import ToolException, tool
+
+from graph import build_graph
+from graph.context import SYSTEM_PROMPT
+from graph.persistence import sqlite_saver
+from graph.settings import Settings
+from graph.text import message_text
+from tests.cli_helpers import ferry, ferry_env, history, one_json_object, succeeded
+from tests.servers.anthropic import AnthropicServer, anthropic_answer, anthropic_tool_uses
+
+CALLS: list[str] = []
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up.
+
+    Args:
+        key: what to look up.
+    """
+    CALLS.append(key)
+    if key == "missing":
+        raise ToolException(f"Key {key!r} not found; known keys are one letter long.")
+    return f"{key}={len(key)}"
+
+
+@pytest.fixture
+def server() -> Iterator[AnthropicServer]:
+    CALLS.clear()
+    with AnthropicServer() as running:
+        yield running
+    assert running.rejections == [], running.rejections
+
+
+def make(server: AnthropicServer, db: Path, **settings: Any) -> Any:
+    model = ChatAnthropic(  # type: ignore[call-arg]  # mypy misreads the optional `stop` as required
+        model_name="claude-test",
+        base_url=server.url,
+        api_key="sk-ant-test",  # type: ignore[arg-type]  # pydantic coerces it to SecretStr
+        max_retries=0,
+    )
+    return build_graph(
+        model=model, tools=[lookup], checkpointer=sqlite_saver(db), settings=Settings(**settings)
+    )
+
+
+def ask(graph: Any, text: str, thread: str = "t1") -> dict[str, Any]:
+    result: dict[str, Any] = graph.invoke(
+        {"messages": [("user", text)]}, {"configurable": {"thread_id": thread}}
+    )
+    return result
+
+
+def blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A sent message's content as blocks, whether it was sent as a string or a list."""
+    content = message["content"]
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def test_parallel_tool_uses_then_answer(server: AnthropicServer, tmp_path: Path) -> None:
+    server.script(
+        [
+            anthropic_tool_uses(("lookup", {"key": "a"}), ("lookup", {"key": "bb"}), text="On it."),
+            anthropic_answer("a=1, bb=2"),
+        ]
+    )
+    result = ask(make(server, tmp_path / "db"), "look up a and bb")
+    assert sorted(CALLS) == ["a", "bb"]
+    assert result["messages"][-1].content == "a=1, bb=2"
+    assert result["turn"]["usage"]["total_tokens"] > 0
+    first, second = server.message_requests()
+    assert first["system"] == SYSTEM_PROMPT
+    assert [(t["name"], t["input_schema"]["required"]) for t in first["tools"]] == [
+        ("lookup", ["key"])
+    ]
+    sent = second["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    call_ids = [b["id"] for b in sent[1]["content"] if b["type"] == "tool_use"]
+    assert len(call_ids) == 2
+    results = sent[2]["content"]
+    assert sorted(r["tool_use_id"] for r in results) == sorted(call_ids)
+    assert {(r["type"], r["is_error"]) for r in results} == {("tool_result", False)}
+    assert sorted(r["content"] for r in results) == ["a=1", "bb=2"]
+    server.assert_complete()
+
+
+def test_a_tool_error_is_sent_back_with_is_error(server: AnthropicServer, tmp_path: Path) -> None:
+    server.script(
+        [
+            anthropic_tool_uses(("lookup", {"key": "missing"})),
+            anthropic_answer("That key does not exist."),
+        ]
+    )
+    result = ask(make(server, tmp_path / "db"), "look up missing")
+    assert result["stop_reason"] == "answered"
+    stored = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert [m.status for m in stored] == ["error"]
+    [sent] = server.message_requests()[1]["messages"][2]["content"]
+    assert sent["type"] == "tool_result" and sent["is_error"] is True
+    assert "not found" in sent["content"]
+
+
+def test_multi_turn_sends_the_whole_conversation(server: AnthropicServer, tmp_path: Path) -> None:
+    server.script([anthropic_answer("Hi Ada"), anthropic_answer("You are Ada")])
+    graph = make(server, tmp_path / "db")
+    ask(graph, "I am Ada")
+    ask(graph, "Who am I?")
+    sent = server.message_requests()[1]["messages"]
+    assert [(m["role"], [b["text"] for b in blocks(m)]) for m in sent] == [
+        ("user", ["I am Ada"]),
+        ("assistant", ["Hi Ada"]),
+        ("user", ["Who am I?"]),
+    ]
+
+
+def test_streaming_yields_answer_tokens(server: AnthropicServer, tmp_path: Path) -> None:
+    server.script([anthropic_answer("A streamed answer with several words")])
+    graph = make(server, tmp_path / "db")
+    tokens = [
+        message_text(chunk)
+        for chunk, meta in graph.stream(
+            {"messages": [("user", "stream")]},
+            {"configurable": {"thread_id": "s"}},
+            stream_mode="messages",
+        )
+        if isinstance(chunk, AIMessageChunk) and meta["langgraph_node"] == "call_model"
+    ]
+    assert len([t for t in tokens if t]) > 1
+    assert "".join(tokens) == "A streamed answer with several words"
+    assert server.message_requests()[0]["stream"] is True
+    state = graph.get_state({"configurable": {"thread_id": "s"}}).values
+    assert message_text(state["messages"][-1]) == "A streamed answer with several words"
+    assert state["turn"]["usage"]["total_tokens"] > 0
+
+
+def test_streamed_tool_uses_are_sent_back_as_the_api_expects(
+    server: AnthropicServer, tmp_path: Path
+) -> None:
+    server.script(
+        [
+            anthropic_tool_uses(("lookup", {"key": "abc"}), text="Let me look that up."),
+            anthropic_answer("abc=3"),
+        ]
+    )
+    graph = make(server, tmp_path / "db")
+    config = {"configurable": {"thread_id": "s"}}
+    for _ in graph.stream({"messages": [("user", "abc?")]}, config, stream_mode="messages"):
+        pass
+    assert CALLS == ["abc"]
+    # Streamed blocks carry `index` and `partial_json`; the real API rejects such extra keys.
+    assistant = server.message_requests()[1]["messages"][1]
+    assert [sorted(b) for b in assistant["content"]] == [
+        ["text", "type"],
+        ["id", "input", "name", "type"],
+    ]
+    assert assistant["content"][1]["input"] == {"key": "abc"}
+    messages = graph.get_state(config).values["messages"]
+    assert [message_text(m) for m in messages if isinstance(m, AIMessage)] == [
+        "Let me look that up.",
+        "abc=3",
+    ]
+
+
+def test_dead_run_then_new_question_is_accepted_by_the_provider(
+    server: AnthropicServer, tmp_path: Path
+) -> None:
+    db = tmp_path / "db"
+    server.script([anthropic_tool_uses(("lookup", {"key": "a"})), anthropic_answer("fresh")])
+    graph = make(server, db)
+    config = {"configurable": {"thread_id": "t1"}}
+    graph.invoke({"messages": [("user", "first")]}, config, interrupt_before=["execute_tool"])
+    result = ask(make(server, db), "second question")
+    assert result["messages"][-1].content == "fresh"
+    sent = server.message_requests()[1]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    repaired, question = sent[2]["content"]
+    assert repaired["type"] == "tool_result" and repaired["is_error"] is True
+    assert "interrupted" in repaired["content"]
+    assert question == {"type": "text", "text": "second question"}
+    kinds = [type(m) for m in result["messages"]]
+    assert kinds == [HumanMessage, AIMessage, ToolMessage, HumanMessage, AIMessage]
+    assert result["messages"][2].status == "error"
+    assert CALLS == []
+
+
+def test_resume_after_an_interrupted_tool_step(server: AnthropicServer, tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    server.script([anthropic_tool_uses(("lookup", {"key": "x"})), anthropic_answer("x=1")])
+    config = {"configurable": {"thread_id": "t1"}}
+    make(server, db).invoke(
+        {"messages": [("user", "x?")]}, config, interrupt_before=["execute_tool"]
+    )
+    result = make(server, db).invoke(None, config)
+    assert CALLS == ["x"]
+    kinds = [type(m) for m in result["messages"]]
+    assert kinds[1:] == [AIMessage, ToolMessage, AIMessage]
+    assert result["stop_reason"] == "answered"
+    server.assert_complete()
+
+
+def test_cli_shows_text_not_blocks(server: AnthropicServer, tmp_path: Path) -> None:
+    server.script(
+        [
+            anthropic_tool_uses(
+                ("calculator", {"expression": "150 * 3"}), text="Let me calculate that."
+            ),
+            anthropic_answer("150 * 3 = 450"),
+        ]
+    )
+    env = ferry_env(tmp_path, FERRY_MODEL="anthropic:claude-test")
+    env |= {"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": server.url}
+    report = one_json_object(ferry("ask", "What is 150 * 3?", "--json", env=env, cwd=tmp_path))
+    assert report["answer"] == "150 * 3 = 450"
+    assert report["stop_reason"] == "answered"
+    assert [(c["name"], c["status"]) for c in report["tool_calls"]] == [("calculator", "success")]
+    assert report["usage"]["total_tokens"] > 0
+    messages = history(report["thread_id"], env=env, cwd=tmp_path)
+    assert all(isinstance(m["content"], str) for m in messages)
+    assert [(m["role"], m["content"]) for m in messages] == [
+        ("user", "What is 150 * 3?"),
+        ("assistant", "Let me calculate that."),
+        ("tool", "450"),
+        ("assistant", "150 * 3 = 450"),
+    ]
+    assert server.message_requests()[0]["stream"] is True
+    server.assert_complete()
+
+
+def test_cli_streams_the_text_of_block_replies(server: AnthropicServer, tmp_path: Path) -> None:
+    server.script(
+        [
+            anthropic_tool_uses(("calculator", {"expression": "2 + 2"}), text="Adding."),
+            anthropic_answer("2 + 2 = 4"),
+        ]
+    )
+    env = ferry_env(tmp_path, FERRY_MODEL="anthropic:claude-test")
+    env |= {"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": server.url}
+    done = succeeded(ferry("ask", "2 + 2?", env=env, cwd=tmp_path))
+    assert done.stdout == "Adding.\n2 + 2 = 4\n"
+    assert "→ calculator(" in done.stderr

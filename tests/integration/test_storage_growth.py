@@ -1,0 +1,81 @@
+"""A thread's SQLite file grows with its conversation, not with the conversation's square.
+
+Structural, not timed: the bytes one more turn adds to the database late in a thread are compared
+with the bytes one more turn added early on. Quadratic storage (every checkpoint holding the whole
+message list) makes the late figure about as many times larger as the thread is longer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+
+from graph import build_graph
+from graph.persistence import sqlite_saver
+from graph.settings import Settings
+from tests.scripted import ScriptedModel, answer, tool_call
+
+ROUNDS = 3  # tool calls per turn, one after the other
+EARLY, LATE, SPAN = 5, 40, 2  # growth is averaged over SPAN turns after EARLY and after LATE
+
+
+@tool
+def fetch_blob(n: int) -> str:
+    """Fetch record number n (about 2 KB of text).
+
+    Args:
+        n: the record number.
+    """
+    digest = hashlib.sha256(str(n).encode()).digest()
+    words = []
+    for _ in range(128):
+        digest = hashlib.sha256(digest).digest()
+        words.append(digest.hex()[:15])
+    return " ".join(words)[:2048]
+
+
+def _script(turns: int) -> list[AIMessage]:
+    steps = []
+    for turn in range(1, turns + 1):
+        steps += [tool_call("fetch_blob", n=turn * ROUNDS + i) for i in range(ROUNDS)]
+        steps.append(answer(f"Summary of question {turn}."))
+    return steps
+
+
+def _db_bytes(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    wal = path.with_name(path.name + "-wal")
+    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+def test_bytes_per_turn_do_not_grow_with_the_thread(tmp_path: Path) -> None:
+    path = tmp_path / "growth.db"
+    turns = LATE + SPAN
+    model = ScriptedModel(_script(turns))
+    settings = Settings(db=path, max_iterations=50)
+    graph = build_graph(
+        model=model, tools=[fetch_blob], checkpointer=sqlite_saver(path), settings=settings
+    )
+    config = {"configurable": {"thread_id": "growth"}}
+    sizes: dict[int, int] = {}
+    for turn in range(1, turns + 1):
+        result = graph.invoke({"messages": [("user", f"Question {turn}")]}, config)
+        assert result["stop_reason"] == "answered"
+        if turn in (EARLY, EARLY + SPAN, LATE, LATE + SPAN):
+            sizes[turn] = _db_bytes(path)
+    model.assert_complete()
+    assert len(result["messages"]) == turns * (2 + 2 * ROUNDS)
+
+    early = (sizes[EARLY + SPAN] - sizes[EARLY]) / SPAN
+    late = (sizes[LATE + SPAN] - sizes[LATE]) / SPAN
+    assert late <= 1.5 * early, (
+        f"a turn adds {late:.0f} B at turn ~{LATE}, {early:.0f} B at ~{EARLY}"
+    )

@@ -1,0 +1,401 @@
+"""A loopback Anthropic Messages API emulator that plays a script and validates like the real API.
+
+    with AnthropicServer() as server:
+        server.script([anthropic_tool_uses(("lookup", {"key": "a"})), anthropic_answer("a=1")])
+        model = ChatAnthropic(model="claude-x", base_url=server.url, api_key="sk-ant-test")
+
+A step is `anthropic_answer(...)`, `anthropic_tool_uses(...)`, a `Reply` sent as it is, or a
+callable `(request_json) -> step`. A request the real API would reject gets its 400 (or 401) and
+plays no step; a request after the script ended gets a 500 and is kept in `unexpected`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from tests.servers.base import LoopbackServer, Reply, Request
+
+Step = dict[str, Any] | Reply | Callable[[dict[str, Any]], Any]
+ToolUseSpec = tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str]
+
+_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
+# The keys each input block may carry; the real API rejects any other key.
+_BLOCK_KEYS = {
+    "user": {
+        "text": {"type", "text", "cache_control", "citations"},
+        "image": {"type", "source", "cache_control"},
+        "document": {"type", "source", "title", "context", "citations", "cache_control"},
+        "tool_result": {"type", "tool_use_id", "content", "is_error", "cache_control"},
+    },
+    "assistant": {
+        "text": {"type", "text", "cache_control", "citations"},
+        "tool_use": {"type", "id", "name", "input", "cache_control"},
+        "thinking": {"type", "thinking", "signature"},
+        "redacted_thinking": {"type", "data"},
+    },
+}
+
+
+def anthropic_answer(text: str, usage: tuple[int, int] | None = None) -> dict[str, Any]:
+    """A final answer; `usage` is `(input_tokens, output_tokens)`, else estimated."""
+    return {"text": text, "tool_uses": [], "usage": usage}
+
+
+def anthropic_tool_uses(
+    *calls: ToolUseSpec, text: str | None = None, usage: tuple[int, int] | None = None
+) -> dict[str, Any]:
+    """A turn calling tools, each `(name, input)` or `(name, input, id)`, after optional `text`."""
+    return {"text": text, "tool_uses": list(calls), "usage": usage}
+
+
+@dataclass
+class Rejection:
+    """A request answered with a 4xx: its body (parsed if it was JSON) and the error object."""
+
+    body: Any
+    error: dict[str, Any]
+
+
+class InvalidRequest(Exception):
+    """What the real API answers with HTTP 400 (or `status`)."""
+
+    def __init__(
+        self, message: str, status: int = 400, kind: str = "invalid_request_error"
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = {"type": kind, "message": message}
+
+
+class AnthropicServer(LoopbackServer):
+    """Answer `POST /v1/messages` from a script, as JSON or as server-sent events."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rejections: list[Rejection] = []
+        self.unexpected: list[Any] = []  # bodies of requests that came after the script ended
+        self._steps: deque[Step] = deque()
+        self._scripted = 0
+        self._answered = 0
+        self._script_lock = threading.Lock()
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, reply: Reply) -> None:
+        # A pooled keep-alive connection can outlive the server or an event loop; close each one.
+        if reply.chunks is None:
+            reply = replace(reply, headers={**reply.headers, "Connection": "close"})
+        LoopbackServer._send(handler, reply)
+
+    def script(self, steps: list[Step]) -> None:
+        """Queue steps to play, one per valid request, after any already queued."""
+        with self._script_lock:
+            self._steps.extend(steps)
+            self._scripted += len(steps)
+
+    def message_requests(self) -> list[Any]:
+        """Every messages request body received, rejected and faulted ones included."""
+        return [r.json() for r in self.requests_to("/v1/messages")]
+
+    def assert_complete(self) -> None:
+        """Fail unless every step was played and no request came after the script ended."""
+        if self._steps:
+            raise AssertionError(f"{len(self._steps)} of {self._scripted} steps unplayed")
+        if self.unexpected:
+            raise AssertionError(f"{len(self.unexpected)} unexpected model call(s)")
+
+    def handle(self, request: Request) -> Reply:
+        if request.method != "POST" or request.path != "/v1/messages":
+            return Reply(404, _error_body("not_found_error", "Not Found"))
+        body: Any = request.body.decode(errors="replace")
+        try:
+            _check_headers(request.headers)
+            try:
+                body = request.json()
+            except ValueError as exc:
+                raise InvalidRequest(f"There was an error parsing the body: {exc}") from exc
+            _validate(body)
+        except InvalidRequest as exc:
+            with self._script_lock:
+                self.rejections.append(Rejection(body, exc.error))
+            return Reply(exc.status, _error_body(exc.error["type"], exc.error["message"]))
+        with self._script_lock:
+            step = self._steps.popleft() if self._steps else None
+            self._answered += 1
+            number = self._answered
+            if step is None:
+                self.unexpected.append(body)
+        if step is None:
+            message = f"unexpected model call: all {self._scripted} scripted steps were played"
+            return Reply(500, _error_body("api_error", message))
+        while callable(step):
+            step = step(body)
+        return step if isinstance(step, Reply) else _message(body, step, number)
+
+
+def _error_body(kind: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def _message(body: dict[str, Any], step: dict[str, Any], number: int) -> Reply:
+    """The reply to a valid request: one message, whole or as server-sent events."""
+    content: list[dict[str, Any]] = []
+    if step["text"]:
+        content.append({"type": "text", "text": step["text"]})
+    for i, spec in enumerate(step["tool_uses"], start=1):
+        call_id = spec[2] if len(spec) > 2 else f"toolu_ferry{number:04d}{i:02d}"
+        content.append({"type": "tool_use", "id": call_id, "name": spec[0], "input": spec[1]})
+    # Roughly four characters a token, like English text; tests only need plausible numbers.
+    input_tokens, output_tokens = step["usage"] or (
+        max(1, len(json.dumps([body.get("system"), body["messages"]])) // 4),
+        max(1, len(json.dumps(content)) // 4),
+    )
+    usage = {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
+    stop_reason = "tool_use" if step["tool_uses"] else "end_turn"
+    message = {
+        "id": f"msg_ferry{number:04d}",
+        "type": "message",
+        "role": "assistant",
+        "model": body["model"],
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+    headers = {"request-id": f"req_ferry{number:04d}"}
+    if body.get("stream"):
+        return Reply(headers=headers, chunks=_events(message))
+    return Reply(body=message, headers=headers)
+
+
+def _events(message: dict[str, Any]) -> list[bytes]:
+    """Server-sent events for one message, in the order and shape the real API sends them."""
+    usage = message["usage"]
+    opening = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
+    opening["usage"] = {**usage, "output_tokens": 1}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": opening}, {"type": "ping"}]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            start = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(block["text"])]
+        else:
+            start = {**block, "input": {}}
+            pieces = ["", *_pieces(json.dumps(block["input"]))]
+            deltas = [{"type": "input_json_delta", "partial_json": piece} for piece in pieces]
+        events.append({"type": "content_block_start", "index": index, "content_block": start})
+        events += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
+        events.append({"type": "content_block_stop", "index": index})
+    stop = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    events.append({"type": "message_delta", "delta": stop, "usage": usage})
+    events.append({"type": "message_stop"})
+    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+
+
+def _pieces(text: str, size: int = 6) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _check_headers(headers: dict[str, str]) -> None:
+    if not headers.get("x-api-key") and not headers.get("authorization"):
+        raise InvalidRequest("x-api-key header is required", 401, "authentication_error")
+    if not headers.get("anthropic-version"):
+        raise InvalidRequest("anthropic-version: header is required")
+
+
+def _validate(body: Any) -> None:
+    """Raise InvalidRequest for what the real Messages API rejects."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("Input should be a valid dictionary")
+    for name in ("model", "max_tokens", "messages"):
+        if name not in body:
+            raise InvalidRequest(f"{name}: Field required")
+    if not isinstance(body["max_tokens"], int) or body["max_tokens"] < 1:
+        raise InvalidRequest("max_tokens: Input should be greater than or equal to 1")
+    _check_system(body.get("system"))
+    _check_tools(body.get("tools"))
+    messages = body["messages"]
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("messages: at least one message is required")
+    open_calls: list[str] = []  # the tool_use ids the previous message left to answer
+    seen_ids: set[str] = set()
+    for i, message in enumerate(messages):
+        blocks = _check_message(i, message, last=i == len(messages) - 1)
+        _check_results(i, blocks, open_calls)
+        open_calls = []
+        for j, block in enumerate(blocks):
+            if block["type"] == "tool_use":
+                _check_tool_use(f"messages.{i}.content.{j}", block, seen_ids)
+                open_calls.append(block["id"])
+    if open_calls:
+        _missing_results(len(messages) - 1, open_calls)
+
+
+def _check_system(system: Any) -> None:
+    if system is None or isinstance(system, str):
+        return
+    if not isinstance(system, list):
+        raise InvalidRequest("system: Input should be a valid list")
+    for j, block in enumerate(system):
+        if not isinstance(block, dict) or block.get("type") != "text":
+            raise InvalidRequest(f"system.{j}.type: Input should be 'text'")
+        _check_keys(f"system.{j}", block, _BLOCK_KEYS["user"]["text"])
+        if not block.get("text"):
+            raise InvalidRequest("system: text content blocks must be non-empty")
+
+
+def _check_tools(tools: Any) -> None:
+    if tools is None:
+        return
+    if not isinstance(tools, list):
+        raise InvalidRequest("tools: Input should be a valid list")
+    names = []
+    for k, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise InvalidRequest(f"tools.{k}: Input should be a valid dictionary")
+        _check_keys(f"tools.{k}.custom", tool, {"type", "name", "description", "input_schema"})
+        name = tool.get("name")
+        if not isinstance(name, str) or not _TOOL_NAME.match(name):
+            raise InvalidRequest(
+                f"tools.{k}.custom.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'"
+            )
+        schema = tool.get("input_schema")
+        if not isinstance(schema, dict):
+            raise InvalidRequest(f"tools.{k}.custom.input_schema: Field required")
+        if schema.get("type") != "object":
+            raise InvalidRequest(f"tools.{k}.custom.input_schema.type: Input should be 'object'")
+        names.append(name)
+    if len(set(names)) != len(names):
+        raise InvalidRequest("tools: Tool names must be unique.")
+
+
+def _check_message(i: int, message: Any, last: bool) -> list[dict[str, Any]]:
+    """Check one message's role and blocks; return its content as blocks."""
+    if not isinstance(message, dict):
+        raise InvalidRequest(f"messages.{i}: Input should be a valid dictionary")
+    role = message.get("role")
+    if role == "system":
+        raise InvalidRequest(
+            'messages: Unexpected role "system". The Messages API accepts a top-level `system` '
+            'parameter, not "system" as an input message role.'
+        )
+    if role not in ("user", "assistant"):
+        raise InvalidRequest(f"messages.{i}.role: Input should be 'user' or 'assistant'")
+    _check_keys(f"messages.{i}", message, {"role", "content"})
+    content = message.get("content")
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}] if content else []
+    if not isinstance(content, list):
+        raise InvalidRequest(f"messages.{i}.content: Input should be a valid list")
+    if not content and not (last and role == "assistant"):
+        raise InvalidRequest(
+            f"messages.{i}: all messages must have non-empty content except for the optional "
+            "final assistant message"
+        )
+    for j, block in enumerate(content):
+        where = f"messages.{i}.content.{j}"
+        kind = block.get("type") if isinstance(block, dict) else None
+        allowed = _BLOCK_KEYS[role].get(kind) if isinstance(kind, str) else None
+        if allowed is None:
+            expected = ", ".join(f"'{t}'" for t in _BLOCK_KEYS[role])
+            raise InvalidRequest(
+                f"{where}: Input tag '{kind}' found using 'type' does not match any of the "
+                f"expected tags: {expected}"
+            )
+        _check_keys(where, block, allowed)
+        if kind == "text" and not (isinstance(block.get("text"), str) and block["text"]):
+            raise InvalidRequest("messages: text content blocks must be non-empty")
+        if kind == "tool_result":
+            _check_result_content(where, block)
+    return content
+
+
+def _check_keys(where: str, value: dict[str, Any], allowed: set[str]) -> None:
+    for key in value:
+        if key not in allowed:
+            raise InvalidRequest(f"{where}.{key}: Extra inputs are not permitted")
+
+
+def _check_tool_use(where: str, block: dict[str, Any], seen_ids: set[str]) -> None:
+    call_id = block.get("id")
+    if not isinstance(call_id, str) or not _ID.match(call_id):
+        raise InvalidRequest(f"{where}.id: String should match pattern '^[a-zA-Z0-9_-]+$'")
+    if call_id in seen_ids:
+        raise InvalidRequest(f"{where}: `tool_use` ids must be unique")
+    seen_ids.add(call_id)
+    if not isinstance(block.get("name"), str):
+        raise InvalidRequest(f"{where}.name: Field required")
+    if not isinstance(block.get("input"), dict):
+        raise InvalidRequest(f"{where}.input: Input should be a valid dictionary")
+
+
+def _check_result_content(where: str, block: dict[str, Any]) -> None:
+    if "is_error" in block and not isinstance(block["is_error"], bool):
+        raise InvalidRequest(f"{where}.is_error: Input should be a valid boolean")
+    content = block.get("content", "")
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise InvalidRequest(f"{where}.content: Input should be a valid list")
+    for k, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in ("text", "image", "document"):
+            raise InvalidRequest(
+                f"{where}.content.{k}: Input tag '{kind}' found using 'type' does not match any "
+                "of the expected tags: 'text', 'image', 'document'"
+            )
+        if kind == "text" and not part.get("text"):
+            raise InvalidRequest("messages: text content blocks must be non-empty")
+
+
+def _check_results(i: int, blocks: list[dict[str, Any]], open_calls: list[str]) -> None:
+    """The message after a tool_use turn must begin with exactly one result per call."""
+    results = [b for b in blocks if b["type"] == "tool_result"]
+    leading = 0
+    while leading < len(blocks) and blocks[leading]["type"] == "tool_result":
+        leading += 1
+    answered: set[str] = set()
+    for j, block in enumerate(blocks):
+        if block["type"] != "tool_result":
+            continue
+        call_id = block.get("tool_use_id")
+        if call_id not in open_calls:
+            raise InvalidRequest(
+                f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` "
+                f"blocks: {call_id}. Each `tool_result` block must have a corresponding "
+                "`tool_use` block in the previous message."
+            )
+        if call_id in answered:
+            raise InvalidRequest(
+                f"messages.{i}.content.{j}: each tool_use must have a single result. Found "
+                f"multiple `tool_result` blocks with id: {call_id}"
+            )
+        answered.add(call_id)
+    missing = [c for c in open_calls if c not in answered]
+    if missing:
+        _missing_results(i - 1, missing)
+    if open_calls and leading < len(results):
+        raise InvalidRequest(
+            f"messages.{i}: Did not find {len(open_calls)} `tool_result` block(s) at the "
+            "beginning of this message. Messages following `tool_use` blocks must begin with a "
+            "matching number of `tool_result` blocks."
+        )
+
+
+def _missing_results(i: int, missing: list[str]) -> None:
+    raise InvalidRequest(
+        f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately "
+        f"after: {', '.join(missing)}. Each `tool_use` block must have a corresponding "
+        "`tool_result` block in the next message."
+    )
