@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -24,7 +25,29 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryState, FerrySta
 
     def stream(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - Pregel.stream's own doc
         kwargs["context"] = kwargs.get("context") or RunContext()
+        graph_input = args[0] if args else kwargs.get("input")
+        config = args[1] if len(args) > 1 else kwargs.get("config")
+        if isinstance(graph_input, dict) and config:
+            self._keep_finished_results(config)
         return super().stream(*args, **kwargs)
+
+    def _keep_finished_results(self, config: RunnableConfig) -> None:
+        """Store the results of calls that finished before a run died, ahead of new input.
+
+        New input starts a fresh step, and LangGraph drops the unfinished step's saved results
+        with it; the calls would then be answered "no result" although they ran.
+        """
+        if not isinstance(self.checkpointer, BaseCheckpointSaver):
+            return
+        state = self.get_state(config)
+        finished = [
+            message
+            for task in state.tasks
+            if task.name == "execute_tool" and isinstance(task.result, dict)
+            for message in task.result.get("messages", [])
+        ]
+        if finished:
+            self.update_state(config, {"messages": finished}, as_node="execute_tool")
 
     def astream(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - Pregel.astream's own doc
         kwargs["context"] = kwargs.get("context") or RunContext()

@@ -94,7 +94,7 @@ def stream_run(
             message, _meta = chunk
             if isinstance(message, AIMessageChunk | AIMessage):
                 progress.token(message_text(message))
-        else:
+        elif not chunk.get("__metadata__", {}).get("cached"):  # replays of pre-crash results
             for node, update in chunk.items():
                 if isinstance(update, dict):
                     _record(node, update, summary, progress)
