@@ -64,7 +64,10 @@ def _compile(
         from tools import TOOLS
 
         tools = TOOLS
-    loop = Loop(settings=settings, tools=list(tools), model=model)
+    from graph.persistence import FerrySaver
+
+    first_start = checkpointer.first_start if isinstance(checkpointer, FerrySaver) else None
+    loop = Loop(settings=settings, tools=list(tools), model=model, first_start=first_start)
     builder = StateGraph(FerryState, context_schema=RunContext)
     builder.add_node("call_model", loop.call_model)  # type: ignore[call-overload]  # LangGraph's node protocols do not spell out (state, config, runtime)
     builder.add_node("check", loop.check)  # type: ignore[call-overload]  # LangGraph's node protocols do not spell out (state, config, runtime)

@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal, TypedDict
@@ -63,6 +63,8 @@ class Loop:
     settings: Settings
     tools: list[BaseTool]
     model: BaseChatModel | None = None
+    first_start: Callable[[str, str], bool] | None = None
+    """Records that a call starts; False if it had started before (a crash cut it short)."""
     _slots: threading.BoundedSemaphore = field(init=False)
 
     def __post_init__(self) -> None:
@@ -216,6 +218,13 @@ class Loop:
         call = task["call"]
         tool = self.tools_by_name[call["name"]]
         ids = {**_ids(config, runtime), "tool_call_id": call["id"], "tool": call["name"]}
+        if self._started_before(tool, call, ids["thread_id"]):
+            text = (
+                f"{call['name']} was cut short by a crash and is not re-run automatically: it "
+                "declares side effects (retry_safe=False). Check whether it took effect before "
+                "calling it again."
+            )
+            return {"messages": [guards.error_result(call, text)]}
         with self._slots:
             timeout = min(self.settings.tool_timeout_s, _seconds_left(self.settings, runtime))
             log.info("tool call started", extra={**ids, "event": "tool_start"})
@@ -246,6 +255,12 @@ class Loop:
         if status == "error" or task["failures"]:  # a success only matters after failures
             update["tool_failures"] = {call["name"]: status == "success"}
         return update
+
+    def _started_before(self, tool: BaseTool, call: ToolCall, thread_id: str | None) -> bool:
+        """Whether a tool that must not run twice already started this call (then crashed)."""
+        if (tool.metadata or {}).get("retry_safe", True) or not (self.first_start and thread_id):
+            return False
+        return not self.first_start(thread_id, call["id"] or "")
 
     def _timeout_text(self, call: ToolCall, timeout: float) -> str:
         if timeout < self.settings.tool_timeout_s:

@@ -84,6 +84,23 @@ class FerrySaver(CompactVersions, SqliteSaver):
         self._histories: OrderedDict[tuple[str, str, str], list[Any]] = OrderedDict()
         self._histories_lock = threading.Lock()
 
+    def setup(self) -> None:
+        """Create LangGraph's tables and Ferry's record of started side-effect calls."""
+        super().setup()
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS ferry_started_calls ("
+            "thread_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, "
+            "PRIMARY KEY (thread_id, tool_call_id))"
+        )
+
+    def first_start(self, thread_id: str, tool_call_id: str) -> bool:
+        """Record that a call is starting; False if it had started before."""
+        with self.cursor() as cur:
+            cur.execute(
+                "INSERT OR IGNORE INTO ferry_started_calls VALUES (?, ?)", (thread_id, tool_call_id)
+            )
+            return bool(cur.rowcount == 1)
+
     def _remembered(self, key: tuple[str, str, str]) -> list[Any] | None:
         with self._histories_lock:
             value = self._histories.get(key)
@@ -181,6 +198,8 @@ class FerrySaver(CompactVersions, SqliteSaver):
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread's checkpoints and writes, and forget its remembered histories."""
         super().delete_thread(thread_id)
+        with self.cursor() as cur:
+            cur.execute("DELETE FROM ferry_started_calls WHERE thread_id = ?", (str(thread_id),))
         with self._histories_lock:
             for key in [k for k in self._histories if k[0] == str(thread_id)]:
                 del self._histories[key]
