@@ -10,23 +10,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import BaseMessage
 
-_ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
-
-
-def message_record(message: BaseMessage) -> dict[str, Any]:
-    """A message as `ferry history --json` shows it: role, text, tool calls, result ids."""
-    content = message.content if isinstance(message.content, str) else message.text
-    record: dict[str, Any] = {"role": _ROLES.get(message.type, message.type), "content": content}
-    if isinstance(message, AIMessage) and message.tool_calls:
-        record["tool_calls"] = [
-            {"id": c["id"], "name": c["name"], "args": c["args"]} for c in message.tool_calls
-        ]
-    if isinstance(message, ToolMessage):
-        record["tool_call_id"] = message.tool_call_id
-        record["status"] = message.status
-    return record
+from graph.threads import message_record  # what `ferry history --json` shows
 
 
 def raw_bytes(messages: Iterable[BaseMessage]) -> int:
