@@ -6,8 +6,10 @@ import contextvars
 import json
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
+from langchain_core.messages import ToolCall
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import ValidationError
 
@@ -52,6 +54,32 @@ def as_text(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         return str(value)
+
+
+def run_call(
+    tool: BaseTool, call: ToolCall, config: RunnableConfig, timeout_s: float, limit_s: float
+) -> tuple[Literal["success", "error"], str]:
+    """Run one call within `timeout_s`; every failure becomes text the model can act on.
+
+    `limit_s` is the per-call timeout: a shorter `timeout_s` means the run's time budget is
+    what ran out.
+    """
+    try:
+        return "success", as_text(
+            run_with_timeout(lambda: tool.invoke(call["args"], config), timeout_s)
+        )
+    except ToolTimeout:
+        if timeout_s < limit_s:
+            return (
+                "error",
+                f"Not finished: the run's time budget ran out while {tool.name} was running.",
+            )
+        return "error", (
+            f"{tool.name} timed out after {limit_s:g} s (FERRY_TOOL_TIMEOUT_S). "
+            "Try again later or with a simpler request."
+        )
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a result the model reads
+        return "error", describe_failure(tool, exc)
 
 
 def describe_failure(tool: BaseTool, exc: BaseException) -> str:

@@ -35,15 +35,18 @@ def turn_start(messages: Sequence[AnyMessage]) -> int:
 
 
 def unanswered_calls(messages: Sequence[AnyMessage]) -> list[ToolCall]:
-    """Tool calls anywhere in the history that no tool result answers."""
-    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-    return [
-        call
-        for m in messages
-        if isinstance(m, AIMessage)
-        for call in m.tool_calls
-        if call["id"] not in answered
-    ]
+    """Calls of the latest tool-calling reply that no tool result answers.
+
+    Only the latest can lack results: every model call repairs the history before it, so any
+    earlier reply's calls were answered (or repaired) before the model spoke again.
+    """
+    answered: set[str] = set()
+    for message in reversed(messages):
+        if isinstance(message, ToolMessage):
+            answered.add(message.tool_call_id)
+        elif isinstance(message, AIMessage) and message.tool_calls:
+            return [call for call in message.tool_calls if call["id"] not in answered]
+    return []
 
 
 def error_result(call: ToolCall, text: str) -> ToolMessage:
@@ -78,6 +81,27 @@ def answered_in_turn(messages: Sequence[AnyMessage]) -> dict[str, ToolMessage]:
         for call in m.tool_calls
         if call["id"] in results
     }
+
+
+def refusals(
+    calls: Sequence[ToolCall],
+    *,
+    available: Sequence[str],
+    disabled: set[str],
+    messages: Sequence[AnyMessage],
+) -> list[ToolMessage]:
+    """Error results for the calls that must not run: unknown, disabled or exact duplicates."""
+    earlier = answered_in_turn(messages)
+    refused = []
+    for call in calls:
+        why = refusal(call, available=available, disabled=disabled, earlier=earlier)
+        if why:
+            refused.append(error_result(call, why))
+        else:  # a second identical call in the same reply is a duplicate of this one
+            earlier.setdefault(
+                signature(call), ToolMessage("(running now)", tool_call_id=call["id"] or "")
+            )
+    return refused
 
 
 def refusal(

@@ -20,7 +20,7 @@ from langgraph.types import Send
 
 from graph import approval, guards
 from graph.context import for_model
-from graph.execution import ToolTimeout, as_text, describe_failure, run_with_timeout
+from graph.execution import run_call
 from graph.log import redact
 from graph.models import make_model
 from graph.settings import Settings
@@ -49,6 +49,13 @@ class ToolTask(TypedDict):
 def _ids(config: RunnableConfig, runtime: Runtime[RunContext]) -> dict[str, Any]:
     context = runtime.context or RunContext()
     return {"thread_id": config.get("configurable", {}).get("thread_id"), "run_id": context.run_id}
+
+
+def _log(
+    message: str, ids: dict[str, Any], event: str, level: int = logging.INFO, **fields: Any
+) -> None:
+    """One log line with the run's ids; structured fields go to JSON logs."""
+    log.log(level, message, extra={**ids, "event": event, **fields})
 
 
 def _seconds_left(settings: Settings, runtime: Runtime[RunContext]) -> float:
@@ -101,10 +108,9 @@ class Loop:
         repairs = [
             guards.error_result(c, guards.INTERRUPTED) for c in guards.unanswered_calls(messages)
         ]
-        for call in repairs:
-            log.warning(
-                "repaired an unanswered tool call",
-                extra={**ids, "event": "repair", "tool_call_id": call.tool_call_id},
+        for result in repairs:
+            _log(
+                "repaired an unanswered tool call", ids, "repair", tool_call_id=result.tool_call_id
             )
         if _seconds_left(self.settings, runtime) <= 0:
             return self._stop(turn, update, repairs, "time_budget", ids)
@@ -116,14 +122,12 @@ class Loop:
         turn["model_calls"] += 1
         for key, tokens in token_usage(reply).items():
             turn["usage"][key] = turn["usage"].get(key, 0) + tokens
-        log.info(
+        _log(
             "model call",
-            extra={
-                **ids,
-                "event": "model_call",
-                "duration_ms": duration_ms,
-                "ferry_tool_calls": len(reply.tool_calls),
-            },
+            ids,
+            "model_call",
+            duration_ms=duration_ms,
+            ferry_calls=len(reply.tool_calls),
         )
         update["messages"] = [*repairs, reply]
         return update
@@ -137,9 +141,7 @@ class Loop:
         ids: dict[str, Any],
     ) -> dict[str, Any]:
         """End the turn: answer `before`'s calls, then a final message saying why."""
-        log.warning(
-            "guard fired: %s", reason, extra={**ids, "event": "guard", "ferry_reason": reason}
-        )
+        _log(f"guard fired: {reason}", ids, "guard", logging.WARNING, ferry_reason=reason)
         update["messages"] = [*before, guards.stop_message(reason, counters)]
         update["stop_reason"] = reason
         return update
@@ -164,28 +166,14 @@ class Loop:
             for n, count in (state.get("tool_failures") or {}).items()
             if count >= self.settings.breaker_threshold
         }
-        earlier = guards.answered_in_turn(state["messages"])
-        refused = []
-        for call in reply.tool_calls:
-            why = guards.refusal(
-                call, available=list(self.tools_by_name), disabled=disabled, earlier=earlier
-            )
-            if why:
-                refused.append(guards.error_result(call, why))
-                log.info(
-                    "refused a tool call",
-                    extra={
-                        **ids,
-                        "event": "refused",
-                        "tool": call["name"],
-                        "tool_call_id": call["id"],
-                    },
-                )
-            else:
-                earlier.setdefault(
-                    guards.signature(call),
-                    ToolMessage("(running in parallel)", tool_call_id=call["id"] or ""),
-                )
+        refused = guards.refusals(
+            reply.tool_calls,
+            available=list(self.tools_by_name),
+            disabled=disabled,
+            messages=state["messages"],
+        )
+        for result in refused:
+            _log("refused a tool call", ids, "refused", tool_call_id=result.tool_call_id)
         refused_ids = {m.tool_call_id for m in refused}
         needs_approval = [
             c
@@ -227,22 +215,11 @@ class Loop:
             return {"messages": [guards.error_result(call, text)]}
         with self._slots:
             timeout = min(self.settings.tool_timeout_s, _seconds_left(self.settings, runtime))
-            log.info("tool call started", extra={**ids, "event": "tool_start"})
+            _log("tool call started", ids, "tool_start")
             started = time.monotonic()
-            try:
-                content = as_text(
-                    run_with_timeout(lambda: tool.invoke(call["args"], config), timeout)
-                )
-                status: Literal["success", "error"] = "success"
-            except ToolTimeout:
-                status, content = "error", self._timeout_text(call, timeout)
-            except Exception as exc:  # noqa: BLE001 - every failure becomes a result the model reads
-                status, content = "error", describe_failure(tool, exc)
+            status, content = run_call(tool, call, config, timeout, self.settings.tool_timeout_s)
         duration_ms = round((time.monotonic() - started) * 1000)
-        log.info(
-            "tool call finished",
-            extra={**ids, "event": "tool_end", "duration_ms": duration_ms, "ferry_status": status},
-        )
+        _log("tool call finished", ids, "tool_end", duration_ms=duration_ms, ferry_status=status)
         result = ToolMessage(
             redact(content),
             tool_call_id=call["id"] or "",
@@ -261,14 +238,6 @@ class Loop:
         if (tool.metadata or {}).get("retry_safe", True) or not (self.first_start and thread_id):
             return False
         return not self.first_start(thread_id, call["id"] or "")
-
-    def _timeout_text(self, call: ToolCall, timeout: float) -> str:
-        if timeout < self.settings.tool_timeout_s:
-            return f"Not finished: the run's time budget ran out while {call['name']} was running."
-        return (
-            f"{call['name']} timed out after {self.settings.tool_timeout_s:g} s "
-            "(FERRY_TOOL_TIMEOUT_S). Try again later or with a simpler request."
-        )
 
 
 def route_after_check(state: FerryState) -> list[Send] | Literal["call_model", "__end__"]:

@@ -213,8 +213,11 @@ def sqlite_saver(path: Path) -> FerrySaver:
 @contextmanager
 def open_saver(settings: Settings) -> Iterator[FerrySaver]:
     """A saver on `FERRY_DB` for the length of a command, closed afterwards."""
-    conn = connect(settings.db)
+    saver = FerrySaver(connect(settings.db))
     try:
-        yield FerrySaver(conn)
+        yield saver
     finally:
-        conn.close()
+        # A run that failed may still be saving a checkpoint from a worker thread; closing the
+        # connection under its feet crashes SQLite, so wait for the saver's lock first.
+        with saver.lock:
+            saver.conn.close()

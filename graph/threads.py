@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from graph.state import fold_messages
 from graph.text import message_text
 
 
@@ -20,15 +23,27 @@ def list_threads(saver: SqliteSaver) -> list[dict[str, Any]]:
         latest = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
         if latest is None:
             continue
-        messages = latest.checkpoint["channel_values"].get("messages") or []
         threads.append(
             {
                 "thread_id": thread_id,
                 "updated_at": latest.checkpoint["ts"],
-                "messages": len(messages),
+                "messages": len(stored_messages(saver, latest)),
             }
         )
     return sorted(threads, key=lambda t: t["updated_at"], reverse=True)
+
+
+def stored_messages(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> list[Any]:
+    """The messages as of a checkpoint: its own snapshot, or rebuilt from the steps' writes."""
+    values = saved.checkpoint["channel_values"]
+    if "messages" in values:
+        stored = values["messages"]
+        return list(stored.value if isinstance(stored, _DeltaSnapshot) else stored)
+    history = saver.get_delta_channel_history(config=saved.config, channels=["messages"])
+    entry = history["messages"]
+    seed = entry.get("seed")
+    base = seed.value if isinstance(seed, _DeltaSnapshot) else (seed or [])
+    return fold_messages(list(base), [value for _, _, value in entry["writes"]])
 
 
 _ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}

@@ -1,0 +1,317 @@
+"""`langgraph dev` serving Ferry from `langgraph.json`, on the same database as the `ferry` CLI.
+
+The server runs as a user starts it (`langgraph dev --no-browser`), driven through
+`langgraph-sdk`; the CLI runs as separate processes on the same `FERRY_DB`. The model is the
+offline planner and the weather comes from a loopback Open-Meteo, so nothing leaves 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.client import SyncLangGraphClient
+
+from tests.cli_helpers import (
+    UUID4,
+    assert_every_call_answered_in_place,
+    ferry,
+    ferry_env,
+    history,
+    new_thread_id,
+    one_json_object,
+    roles,
+    succeeded,
+)
+from tests.servers.openmeteo import OpenMeteoServer
+
+REPO = Path(__file__).resolve().parents[2]
+LANGGRAPH = Path(sys.executable).with_name("langgraph")
+THREE_INTENTS = "What day is it, how much is 150 * 3, and what's the weather in Bogotá?"
+BOGOTA = "Bogotá, Bogota D.C., Colombia: 14.2 °C"
+STARTUP_TIMEOUT_S = 60.0
+SYNC_TIMEOUT_S = 20.0  # the server looks for new threads every 3 s
+STOP_TIMEOUT_S = 15.0
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture
+def openmeteo() -> Iterator[OpenMeteoServer]:
+    with OpenMeteoServer() as server:
+        yield server
+
+
+@pytest.fixture
+def env(tmp_path: Path, openmeteo: OpenMeteoServer) -> dict[str, str]:
+    """The environment of the server and the CLI: one database, offline model, loopback weather."""
+    return ferry_env(
+        tmp_path,
+        weather=openmeteo,
+        FERRY_MODEL="offline",
+        LANGGRAPH_CLI_NO_ANALYTICS="1",
+        LANGGRAPH_NO_VERSION_CHECK="true",  # no PyPI look-up at start-up
+    )
+
+
+def project_folder(tmp_path: Path) -> Path:
+    """A folder where `langgraph dev` finds the repository's `langgraph.json` and `graph/`.
+
+    The dev server keeps its registry in `.langgraph_api/` under the folder it starts in, and
+    Ferry reads `.env` from there: linking the two files the configuration names, instead of
+    starting in the repository, keeps both to this test.
+    """
+    folder = tmp_path / "project"
+    if not folder.exists():
+        folder.mkdir()
+        for name in ("langgraph.json", "graph"):
+            (folder / name).symlink_to(REPO / name)
+    return folder
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def langgraph_dev(tmp_path: Path, env: dict[str, str]) -> Iterator[SyncLangGraphClient]:
+    """Start `langgraph dev`, wait until it serves, yield a client; then stop it, cleanly."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    earlier = list(tmp_path.glob("langgraph-dev-*.log"))
+    log_path = tmp_path / f"langgraph-dev-{len(earlier) + 1}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1"]
+            + ["--port", str(port)],
+            cwd=project_folder(tmp_path),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_until_ready(url, process, log_path)
+        with get_sync_client(url=url, api_key=None) as client:
+            try:
+                yield client
+            except BaseException as exc:
+                exc.add_note(f"langgraph dev's log ends:\n{server_log(log_path)[-4000:]}")
+                raise
+    finally:
+        stopped = stop(process)
+    assert stopped, f"langgraph dev did not stop on SIGTERM\n{server_log(log_path)[-4000:]}"
+    assert "Traceback" not in server_log(log_path), server_log(log_path)
+
+
+def server_log(path: Path) -> str:
+    """The server's output, without terminal colours."""
+    return ANSI.sub("", path.read_text(encoding="utf-8", errors="replace"))
+
+
+def wait_until_ready(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"exited {process.returncode}\n{server_log(log_path)}")
+        try:
+            with urllib.request.urlopen(f"{url}/ok", timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"not serving after {STARTUP_TIMEOUT_S} s\n{server_log(log_path)}")
+
+
+def stop(process: subprocess.Popen[bytes]) -> bool:
+    """SIGTERM the server's process group, SIGKILL what is left; whether it stopped in time."""
+    stopped = False
+    if process.poll() is None:  # else it died by itself
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_TIMEOUT_S)
+            stopped = True
+        except subprocess.TimeoutExpired:
+            pass
+    with contextlib.suppress(ProcessLookupError):  # the group is empty after a clean stop
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=STOP_TIMEOUT_S)
+    return stopped
+
+
+def registered(client: SyncLangGraphClient) -> set[str]:
+    return {str(t["thread_id"]) for t in client.threads.search(limit=100)}
+
+
+def wait_for_thread(client: SyncLangGraphClient, thread_id: str) -> None:
+    deadline = time.monotonic() + SYNC_TIMEOUT_S
+    while thread_id not in registered(client):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"thread {thread_id} not registered in {SYNC_TIMEOUT_S} s")
+        time.sleep(0.2)
+
+
+def server_messages(client: SyncLangGraphClient, thread_id: str) -> list[dict[str, Any]]:
+    state = client.threads.get_state(thread_id)
+    assert state["next"] == []
+    values = state["values"]
+    assert isinstance(values, dict)
+    messages: list[dict[str, Any]] = values["messages"]
+    return messages
+
+
+def ask_server(client: SyncLangGraphClient, thread_id: str, question: str) -> str:
+    """One turn through the server; the answer."""
+    values = client.runs.wait(
+        thread_id, "agent", input={"messages": [{"role": "user", "content": question}]}
+    )
+    assert isinstance(values, dict), values
+    assert values["stop_reason"] == "answered", values
+    answer: str = values["messages"][-1]["content"]
+    return answer
+
+
+def types(messages: list[dict[str, Any]]) -> list[str]:
+    return [m["type"] for m in messages]
+
+
+# --- Studio → CLI ----------------------------------------------------------------------------
+
+
+def test_a_thread_run_through_the_server_continues_in_the_cli(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    with langgraph_dev(tmp_path, env) as client:
+        thread_id = client.threads.create()["thread_id"]
+        parts = list(
+            client.runs.stream(
+                thread_id,
+                "agent",
+                input={"messages": [{"role": "user", "content": THREE_INTENTS}]},
+                stream_mode=["messages-tuple", "updates"],
+            )
+        )
+
+        assert [p.event for p in parts if p.event == "error"] == []
+        nodes = [node for p in parts if p.event == "updates" for node in p.data]
+        assert nodes == ["call_model", "check", *["execute_tool"] * 3, "call_model", "check"]
+        tokens = [
+            chunk["content"]
+            for p in parts
+            if p.event == "messages"
+            for chunk, meta in [p.data]
+            if chunk["type"] == "AIMessageChunk" and meta["langgraph_node"] == "call_model"
+        ]
+        messages = server_messages(client, thread_id)
+        assert types(messages) == ["human", "ai", "tool", "tool", "tool", "ai"]
+        calls = messages[1]["tool_calls"]
+        assert sorted(c["name"] for c in calls) == ["calculator", "get_datetime", "get_weather"]
+        assert {m["tool_call_id"] for m in messages[2:5]} == {c["id"] for c in calls}
+        assert all(m["status"] == "success" for m in messages[2:5])
+        answer = messages[-1]["content"]
+        assert "150 * 3 = 450" in answer and BOGOTA in answer
+        assert len([t for t in tokens if t]) > 1  # streamed in pieces, not in one block
+        assert "".join(tokens) == answer
+
+        assert ask_server(client, thread_id, "What is 2 + 2?") == "2 + 2 = 4"
+
+        stored = history(thread_id, env=env, cwd=tmp_path)
+        assert roles(stored) == [
+            "user", "assistant", "tool", "tool", "tool", "assistant",
+            "user", "assistant", "tool", "assistant",
+        ]  # fmt: skip
+        assert [m["content"] for m in stored] == [
+            m["content"] for m in server_messages(client, thread_id)
+        ]
+        listed = one_json_object(ferry("threads", "--json", env=env, cwd=tmp_path))["threads"]
+        assert [t["thread_id"] for t in listed] == [thread_id]
+
+        done = succeeded(
+            ferry("ask", "What is 10 * 5?", "--thread", thread_id, env=env, cwd=tmp_path)
+        )
+        assert done.stdout == "10 * 5 = 50\n"
+
+        # The server reads the CLI's turn and continues after it.
+        assert types(server_messages(client, thread_id))[-4:] == ["human", "ai", "tool", "ai"]
+        assert ask_server(client, thread_id, "What is 3 * 3?") == "3 * 3 = 9"
+    stored = history(thread_id, env=env, cwd=tmp_path)
+    answers = [m["content"] for m in stored if m["role"] == "assistant" and m["content"]]
+    assert answers == [answer, "2 + 2 = 4", "10 * 5 = 50", "3 * 3 = 9"]
+    assert_every_call_answered_in_place(stored)
+
+
+# --- CLI → Studio ----------------------------------------------------------------------------
+
+
+def test_cli_threads_appear_in_the_server_with_their_state_and_continue_there(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    first = succeeded(ferry("ask", "What is 150 * 3?", env=env, cwd=tmp_path))
+    before = new_thread_id(first.stderr)
+    # Any id works in the CLI; the server accepts canonical UUIDs only, so this one stays out.
+    succeeded(ferry("ask", "What is 1 + 1?", "--thread", "my-notes", env=env, cwd=tmp_path))
+
+    with langgraph_dev(tmp_path, env) as client:
+        assert registered(client) == {before}  # registered before the server serves
+        messages = server_messages(client, before)
+        assert types(messages) == ["human", "ai", "tool", "ai"]
+        assert messages[-1]["content"] == "150 * 3 = 450"
+        assert ask_server(client, before, "and divided by 9?") == "450 / 9 = 50"
+
+        done = succeeded(ferry("ask", THREE_INTENTS, env=env, cwd=tmp_path))
+        during = new_thread_id(done.stderr)
+        assert UUID4.fullmatch(during)
+        wait_for_thread(client, during)
+        messages = server_messages(client, during)
+        assert types(messages) == ["human", "ai", "tool", "tool", "tool", "ai"]
+        assert ask_server(client, during, "What is 2 + 2?") == "2 + 2 = 4"
+
+        thread = client.threads.get(during)
+        assert thread["metadata"]["graph_id"] == "agent"
+
+    stored = history(before, env=env, cwd=tmp_path)
+    assert roles(stored)[-4:] == ["user", "assistant", "tool", "assistant"]
+    again = succeeded(ferry("ask", "and times 2?", "--thread", before, env=env, cwd=tmp_path))
+    assert again.stdout == "50 * 2 = 100\n"
+    stored = history(during, env=env, cwd=tmp_path)
+    assert stored[-1]["content"] == "2 + 2 = 4"
+    assert_every_call_answered_in_place(stored)
+
+
+# --- stale registry entries ------------------------------------------------------------------
+
+
+def test_threads_of_another_database_are_dropped_at_start_up(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    with langgraph_dev(tmp_path, env) as client:
+        thread_id = client.threads.create()["thread_id"]
+        assert ask_server(client, thread_id, "What is 2 + 2?") == "2 + 2 = 4"
+
+    # Same folder, so the same `.langgraph_api/` registry, but another database.
+    elsewhere = env | {"FERRY_DB": str(tmp_path / "other.db")}
+    with langgraph_dev(tmp_path, elsewhere) as client:
+        assert registered(client) == set()
+
+    with langgraph_dev(tmp_path, env) as client:
+        assert registered(client) == {thread_id}
+        assert types(server_messages(client, thread_id)) == ["human", "ai", "tool", "ai"]
