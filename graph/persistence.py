@@ -1,5 +1,8 @@
 """Where threads live: one SQLite file (WAL, busy timeout) shared by the CLI, Python and Studio.
 
+With `FERRY_DATABASE_URL` set they live in PostgreSQL instead (`graph.postgres`); the two
+factories at the bottom choose.
+
 Messages are stored as the writes of each step (see `graph.state`), so a thread's file grows
 with its conversation, not with its square. Rebuilding the history means replaying those
 writes; `FerrySaver` remembers rebuilt histories so the next turn replays only what is new.
@@ -13,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
@@ -29,18 +32,28 @@ from graph.compression import CompressingSerializer
 from graph.settings import Settings
 from graph.state import fold_messages
 
+if TYPE_CHECKING:
+    from graph.postgres import FerryPostgresSaver
+
 _CACHED_HISTORIES = 128
-_NOT_YET = object()
 # A checkpoint's ancestors, nearest first, by parent links (ids are not ordered across
-# processes). CROSS JOIN keeps each step a primary-key lookup.
+# processes), each with whether it may hold a snapshot of the messages: LangGraph drops its
+# count of updates since the last snapshot when it takes one, and the root of a pruned thread
+# holds one. CROSS JOIN keeps each step a primary-key lookup.
+_SNAPSHOT_POSSIBLE = (
+    "({t}.parent_checkpoint_id IS NULL OR json_extract(CAST({t}.metadata AS TEXT), "
+    "'$.counters_since_delta_snapshot.messages') IS NULL)"
+)
 _CHAIN_SQL = (
-    "WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id) AS ("
-    "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints "
-    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
-    "UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id "
-    "FROM chain a CROSS JOIN checkpoints c ON c.checkpoint_id = a.parent_checkpoint_id "
+    "WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, may_hold_snapshot) AS ("
+    "SELECT checkpoint_id, parent_checkpoint_id, "
+    + _SNAPSHOT_POSSIBLE.format(t="checkpoints")
+    + " FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
+    "UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, "
+    + _SNAPSHOT_POSSIBLE.format(t="c")
+    + " FROM chain a CROSS JOIN checkpoints c ON c.checkpoint_id = a.parent_checkpoint_id "
     "WHERE c.thread_id = ? AND c.checkpoint_ns = ?) "
-    "SELECT checkpoint_id FROM chain"
+    "SELECT checkpoint_id, may_hold_snapshot FROM chain"
 )
 
 
@@ -54,6 +67,15 @@ def connect(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA busy_timeout=30000")
     conn.execute("PRAGMA synchronous=NORMAL")
     return conn
+
+
+@runtime_checkable
+class RecordsStarts(Protocol):
+    """A saver that records which tool calls started, so side effects never run twice."""
+
+    def first_start(self, thread_id: str, tool_call_id: str) -> bool:
+        """Record that a call is starting; False if it had started before."""
+        ...
 
 
 class CompactVersions:
@@ -101,6 +123,12 @@ class FerrySaver(CompactVersions, SqliteSaver):
             )
             return bool(cur.rowcount == 1)
 
+    def thread_ids(self) -> list[str]:
+        """Ids of the stored threads."""
+        with self.cursor(transaction=False) as cur:
+            cur.execute("SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_ns = ''")
+            return [row[0] for row in cur.fetchall()]
+
     def _remembered(self, key: tuple[str, str, str]) -> list[Any] | None:
         with self._histories_lock:
             value = self._histories.get(key)
@@ -145,32 +173,33 @@ class FerrySaver(CompactVersions, SqliteSaver):
     def _replay_since_remembered(
         self, thread_id: str, namespace: str, target: str
     ) -> DeltaChannelHistory:
-        """The writes since the nearest remembered ancestor (or the root), and its history.
+        """The writes since the nearest remembered or snapshot ancestor, and its history.
 
-        Only ids are walked. LangGraph's own periodic snapshots are passed over: the writes they
-        summarise are still stored, so replaying them gives the same history. Only the root of
-        the chain can stand on a snapshot it needs (the oldest checkpoint `ferry prune` kept).
+        The walk reads ids and one metadata field, and opens a checkpoint only where LangGraph
+        may have stored a snapshot (the counter it keeps since the last one is absent). A
+        snapshot must be honoured: when new input replaces an unfinished step, LangGraph takes
+        one so the abandoned step's stored writes are not replayed.
         """
         chain: list[str] = []
         walked: set[str] = set()
         seed: Any = None
         with self.cursor(transaction=False) as cur:
-            cur.execute(_CHAIN_SQL, (thread_id, namespace, target, thread_id, namespace))
-            for (checkpoint_id,) in cur:
-                if checkpoint_id == target and not chain and seed is None:
-                    seed = _NOT_YET  # the target's own writes belong to the next step
+            blobs = cur.connection.cursor()
+            keys = (thread_id, namespace)
+            cur.execute(_CHAIN_SQL, (*keys, target, *keys))
+            for checkpoint_id, may_hold_snapshot in cur:
+                if checkpoint_id == target and not walked:
+                    walked.add(checkpoint_id)  # its own writes belong to the next step
                     continue
                 if checkpoint_id in walked:
                     break  # a re-put checkpoint made the chain loop
                 walked.add(checkpoint_id)
                 chain.append(checkpoint_id)
-                if (known := self._remembered((thread_id, namespace, checkpoint_id))) is not None:
-                    seed = known
+                seed = self._remembered((thread_id, namespace, checkpoint_id))
+                if seed is None and may_hold_snapshot:
+                    seed = _stored_messages(blobs, self.serde, thread_id, namespace, checkpoint_id)
+                if seed is not None:
                     break
-            if seed is _NOT_YET:
-                seed = (
-                    self._stored_messages(cur, thread_id, namespace, chain[-1]) if chain else None
-                )
             rows: list[Any] = []
             if chain:
                 sql = build_delta_stage2_sql(
@@ -184,17 +213,6 @@ class FerrySaver(CompactVersions, SqliteSaver):
             seed_val_by_ch={"messages": seed}, seeded=seeded, stage2_rows=rows, serde=self.serde,
         )["messages"]  # fmt: skip
 
-    def _stored_messages(self, cur: Any, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
-        """The messages a checkpoint stores itself (a snapshot), or None."""
-        cur.execute(
-            "SELECT type, checkpoint FROM checkpoints "
-            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-            (thread_id, namespace, checkpoint_id),
-        )
-        row = cur.fetchone()
-        checkpoint = self.serde.loads_typed((row[0], row[1])) if row else {}
-        return checkpoint.get("channel_values", {}).get("messages")
-
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread's checkpoints and writes, and forget its remembered histories."""
         super().delete_thread(thread_id)
@@ -205,14 +223,48 @@ class FerrySaver(CompactVersions, SqliteSaver):
                 del self._histories[key]
 
 
+def _stored_messages(
+    cur: sqlite3.Cursor, serde: Any, thread_id: str, namespace: str, checkpoint_id: str
+) -> Any:
+    """The messages a checkpoint stores itself (a snapshot), or None."""
+    cur.execute(
+        "SELECT type, checkpoint FROM checkpoints "
+        "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+        (thread_id, namespace, checkpoint_id),
+    )
+    row = cur.fetchone()
+    checkpoint = serde.loads_typed((row[0], row[1])) if row else {}
+    return checkpoint.get("channel_values", {}).get("messages")
+
+
 def sqlite_saver(path: Path) -> FerrySaver:
     """A saver on `path` whose connection lives as long as the process."""
     return FerrySaver(connect(path))
 
 
+if TYPE_CHECKING:
+    Saver = FerrySaver | FerryPostgresSaver
+    """What `default_saver` and `open_saver` return."""
+
+
+def default_saver(settings: Settings) -> Saver:
+    """A saver for the life of the process: Postgres at `FERRY_DATABASE_URL`, else `FERRY_DB`."""
+    if settings.database_url:
+        from graph.postgres import postgres_saver
+
+        return postgres_saver(settings.database_url)
+    return sqlite_saver(settings.db)
+
+
 @contextmanager
-def open_saver(settings: Settings) -> Iterator[FerrySaver]:
-    """A saver on `FERRY_DB` for the length of a command, closed afterwards."""
+def open_saver(settings: Settings) -> Iterator[Saver]:
+    """A saver for the length of a command, closed afterwards (Postgres or SQLite, as above)."""
+    if settings.database_url:
+        from graph.postgres import open_postgres_saver
+
+        with open_postgres_saver(settings.database_url) as postgres:
+            yield postgres
+        return
     saver = FerrySaver(connect(settings.db))
     try:
         yield saver

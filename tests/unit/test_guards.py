@@ -274,3 +274,38 @@ def test_merge_gives_the_same_ids_on_every_replay() -> None:
     again = merge_messages([], [("user", "hello")])
     assert first[0].id == again[0].id
     assert merge_messages(first, [("user", "hello")])[1].id != first[0].id
+
+
+def test_an_abandoned_step_is_not_replayed_into_the_history(tmp_path: Path) -> None:
+    """New input drops an unfinished step's saved results; a cold read must drop them too."""
+    from langgraph.graph.state import CompiledStateGraph
+
+    @tool
+    def crash(seconds: float) -> str:
+        """Wait, then take the process down.
+
+        Args:
+            seconds: how long to wait first.
+        """
+        time.sleep(seconds)
+        raise SystemExit(3)
+
+    db = tmp_path / "abandon.db"
+    config: Any = {"configurable": {"thread_id": "t1"}}
+
+    def graph(model: ScriptedModel) -> Any:
+        return build_graph(model=model, tools=[lookup, crash], checkpointer=sqlite_saver(db))
+
+    dying = graph(
+        ScriptedModel([parallel(tool_call("lookup", key="a"), tool_call("crash", seconds=0.3))])
+    )
+    with pytest.raises(SystemExit):
+        ask(dying, "go")
+    # Plain LangGraph input, without Ferry's keeping of finished results: the step is abandoned.
+    fresh = graph(ScriptedModel([answer("next answer")]))
+    list(CompiledStateGraph.stream(fresh, {"messages": [("user", "next")]}, config))
+    cold = graph(ScriptedModel([])).get_state(config).values["messages"]
+    answered = [m.tool_call_id for m in cold if isinstance(m, ToolMessage)]
+    assert len(answered) == len(set(answered)) == 2
+    assert_every_call_answered_in_place(cold)
+    assert cold[-1].content == "next answer"
