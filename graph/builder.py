@@ -64,9 +64,9 @@ def _compile(
         from tools import TOOLS
 
         tools = TOOLS
-    from graph.persistence import FerrySaver
+    from graph.persistence import RecordsStarts
 
-    first_start = checkpointer.first_start if isinstance(checkpointer, FerrySaver) else None
+    first_start = checkpointer.first_start if isinstance(checkpointer, RecordsStarts) else None
     loop = Loop(settings=settings, tools=list(tools), model=model, first_start=first_start)
     builder = StateGraph(FerryState, context_schema=RunContext)
     builder.add_node("call_model", loop.call_model)  # type: ignore[call-overload]  # LangGraph's node protocols do not spell out (state, config, runtime)
@@ -93,14 +93,15 @@ def build_graph(
     Args:
         model: The chat model; by default the one `FERRY_MODEL` names, created on first use.
         tools: The tools; by default `tools.TOOLS`.
-        checkpointer: Where threads are stored; by default SQLite at `FERRY_DB`.
+        checkpointer: Where threads are stored; by default Postgres at `FERRY_DATABASE_URL`
+            when it is set, else SQLite at `FERRY_DB`.
         settings: Ferry's settings; by default read from the environment and `.env`.
     """
     settings = settings or get_settings()
     if checkpointer is None:
-        from graph.persistence import sqlite_saver
+        from graph.persistence import default_saver
 
-        checkpointer = sqlite_saver(settings.db)
+        checkpointer = default_saver(settings)
     return _compile(settings, model, tools, checkpointer)
 
 

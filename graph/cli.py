@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
 
     from graph.builder import FerryGraph
+    from graph.persistence import Saver
     from graph.settings import Settings
 
 
@@ -222,10 +223,25 @@ def _db_bytes(path: Any) -> int:
     return sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
 
 
+def _stored_bytes(saver: Saver, settings: Settings) -> int:
+    """Disk space the threads take: the SQLite file, or Ferry's tables in Postgres."""
+    from graph.persistence import FerrySaver
+
+    return _db_bytes(settings.db) if isinstance(saver, FerrySaver) else saver.stored_bytes()
+
+
+def _compact(saver: Saver) -> None:
+    """Give freed space back to the file system (SQLite; Postgres reuses it in place)."""
+    from graph.persistence import FerrySaver
+    from graph.retention import compact
+
+    if isinstance(saver, FerrySaver):
+        compact(saver)
+
+
 def cmd_delete(args: argparse.Namespace) -> int:
     """Delete one thread and compact the database."""
     from graph.persistence import open_saver
-    from graph.retention import compact
     from graph.settings import get_settings
 
     settings = get_settings()
@@ -233,9 +249,10 @@ def cmd_delete(args: argparse.Namespace) -> int:
         if saver.get_tuple(_config(args.thread)) is None:
             raise UserError(f"unknown thread {args.thread!r} (see `ferry threads`)")
         saver.delete_thread(args.thread)
-        compact(saver)
+        _compact(saver)
+        size = _stored_bytes(saver, settings)
     if args.json:
-        _print_json({"deleted": [args.thread], "db_bytes": _db_bytes(settings.db)})
+        _print_json({"deleted": [args.thread], "db_bytes": size})
     else:
         sys.stderr.write(f"deleted thread {args.thread}\n")
     return 0
@@ -245,39 +262,44 @@ def cmd_prune(args: argparse.Namespace) -> int:
     """Keep the last N checkpoints per thread, or drop threads not updated since a date."""
     from datetime import UTC, datetime
 
-    from graph.persistence import open_saver
-    from graph.retention import compact, prune_thread, threads_updated_before
+    from graph.persistence import FerrySaver, open_saver
+    from graph.retention import prune_thread, threads_updated_before
     from graph.settings import get_settings
     from graph.threads import list_threads
 
     settings = get_settings()
-    before = _db_bytes(settings.db)
     deleted: list[str] = []
     removed = 0
     with open_saver(settings) as saver:
+        if args.keep and not isinstance(saver, FerrySaver):
+            raise UserError(
+                "prune --keep works on SQLite only; with FERRY_DATABASE_URL use --before DATE"
+            )
+        before = _stored_bytes(saver, settings)
         if args.before:
             cutoff = datetime.fromisoformat(args.before)
             cutoff = cutoff if cutoff.tzinfo else cutoff.replace(tzinfo=UTC)
             deleted = threads_updated_before(saver, cutoff)
             for thread_id in deleted:
                 saver.delete_thread(thread_id)
-        if args.keep:
+        if args.keep and isinstance(saver, FerrySaver):
             removed = sum(
                 prune_thread(saver, t["thread_id"], args.keep) for t in list_threads(saver)
             )
-        compact(saver)
+        _compact(saver)
+        after = _stored_bytes(saver, settings)
     report = {
         "threads_deleted": deleted,
         "checkpoints_removed": removed,
         "db_bytes_before": before,
-        "db_bytes_after": _db_bytes(settings.db),
+        "db_bytes_after": after,
     }
     if args.json:
         _print_json(report)
     else:
         sys.stderr.write(
             f"deleted {len(deleted)} threads, removed {removed} checkpoints; "
-            f"{before} → {report['db_bytes_after']} bytes\n"
+            f"{before} → {after} bytes\n"
         )
     return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
@@ -10,6 +11,9 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from graph.persistence import FerrySaver
 from graph.threads import list_threads
+
+if TYPE_CHECKING:
+    from graph.persistence import Saver
 
 
 def _recent_chain(
@@ -63,7 +67,7 @@ def prune_thread(saver: FerrySaver, thread_id: str, keep: int) -> int:
     return removed
 
 
-def threads_updated_before(saver: FerrySaver, cutoff: datetime) -> list[str]:
+def threads_updated_before(saver: Saver, cutoff: datetime) -> list[str]:
     """Ids of threads whose last checkpoint is older than `cutoff` (timezone-aware)."""
     return [
         t["thread_id"]

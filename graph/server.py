@@ -12,7 +12,7 @@ from typing import Any
 
 import aiosqlite
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, CheckpointTuple
+from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, CheckpointTuple
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from graph.compression import CompressingSerializer
@@ -62,9 +62,16 @@ class AsyncFerrySaver(AsyncSqliteSaver):
 
 
 @asynccontextmanager
-async def checkpointer() -> AsyncIterator[AsyncFerrySaver]:
-    """Open the async saver on `FERRY_DB` for the server's lifetime."""
-    path = get_settings().db
+async def checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """Open the async saver on `FERRY_DB` (or `FERRY_DATABASE_URL`) for the server's lifetime."""
+    settings = get_settings()
+    if settings.database_url:
+        from graph.postgres import async_postgres_saver
+
+        async with async_postgres_saver(settings.database_url) as postgres:
+            yield postgres
+        return
+    path = settings.db
     path.parent.mkdir(parents=True, exist_ok=True)
     async with aiosqlite.connect(path, timeout=30) as conn:
         await conn.execute("PRAGMA journal_mode=WAL")

@@ -70,9 +70,12 @@ async def registered_threads(client: LangGraphClient) -> list[Thread]:
 class RegistrySync:
     """Keeps the server's registry of threads in step with the threads stored in `db`."""
 
-    def __init__(self, client: LangGraphClient, db: Path) -> None:
+    def __init__(self, client: LangGraphClient, db: Path, database_url: str | None = None) -> None:
         self.client = client
         self.db = db
+        self.database_url = database_url
+        """Postgres holds the threads instead of `db` when set (`FERRY_DATABASE_URL`)."""
+        self.source = "FERRY_DATABASE_URL" if database_url else str(db)
         self.synced: set[str] | None = None
         """The stored threads at the last successful sync; None before the first."""
 
@@ -83,7 +86,7 @@ class RegistrySync:
         or an empty one), later only if it had some at the last sync (`ferry delete`): a thread
         just created in Studio has none until its first run has made one.
         """
-        stored = await asyncio.to_thread(stored_thread_ids, self.db)
+        stored = await asyncio.to_thread(self.stored)
         if stored == self.synced:
             return  # the usual case, and no request at all
         registry = await registered_threads(self.client)
@@ -105,14 +108,22 @@ class RegistrySync:
             await self.client.threads.delete(thread_id)
         self.synced = stored
         if new or gone:
-            log.info("threads of %s: %d registered, %d dropped", self.db, len(new), len(gone))
+            log.info("threads of %s: %d registered, %d dropped", self.source, len(new), len(gone))
+
+    def stored(self) -> set[str]:
+        """Ids of the threads that have checkpoints where Ferry stores them."""
+        if self.database_url:
+            from graph.postgres import stored_thread_ids as stored_in_postgres
+
+            return stored_in_postgres(self.database_url)
+        return stored_thread_ids(self.db)
 
     async def sync_or_log(self) -> None:
         """Sync; on failure log it and leave the next sync to retry, so the server keeps serving."""
         try:
             await self.sync()
         except Exception:  # noqa: BLE001 - whatever went wrong, the server must keep serving
-            log.warning("could not sync the server's threads with %s", self.db, exc_info=True)
+            log.warning("could not sync the server's threads with %s", self.source, exc_info=True)
 
     async def keep_in_sync(self) -> None:
         """Sync every `SYNC_INTERVAL_S` seconds until cancelled."""
@@ -124,10 +135,10 @@ class RegistrySync:
 @asynccontextmanager
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
     """Sync the registry with `FERRY_DB` before serving, then every `SYNC_INTERVAL_S` seconds."""
-    db = (await asyncio.to_thread(get_settings)).db
+    settings = await asyncio.to_thread(get_settings)
     # No URL: the client calls this very server in-process (ASGI), bypassing authentication.
     client = get_client(url=None, api_key=None)
-    registry = RegistrySync(client, db)
+    registry = RegistrySync(client, settings.db, settings.database_url)
     await registry.sync_or_log()
     syncing = asyncio.create_task(registry.keep_in_sync())
     try:

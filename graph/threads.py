@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
-from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graph.state import fold_messages
 from graph.text import message_text
 
+if TYPE_CHECKING:
+    from graph.persistence import Saver
 
-def list_threads(saver: SqliteSaver) -> list[dict[str, Any]]:
+
+def list_threads(saver: Saver) -> list[dict[str, Any]]:
     """Every thread with its last update time and message count, most recent first."""
-    with saver.cursor(transaction=False) as cur:
-        cur.execute("SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_ns = ''")
-        thread_ids = [row[0] for row in cur.fetchall()]
     threads = []
-    for thread_id in thread_ids:
+    for thread_id in saver.thread_ids():
         latest = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
         if latest is None:
             continue

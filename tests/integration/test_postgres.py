@@ -1,0 +1,451 @@
+"""Threads in PostgreSQL (`FERRY_DATABASE_URL`): the loop, resume, the CLI, growth, concurrency.
+
+One real server runs for the session, on a free loopback port in a temporary folder
+(`tests/pgserver.py`); each test gets a database of its own. Without a PostgreSQL installation
+the tests that need a server skip, saying why (`.ci/run` installs one, so CI runs them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+
+from graph import build_graph
+from graph.models import ConfigError
+from graph.postgres import FerryPostgresSaver, open_postgres_saver
+from graph.settings import Settings
+from graph.threads import list_threads
+from tests.cli_helpers import ferry, ferry_env, history, one_json_object, roles, succeeded
+from tests.pgserver import REQUIRED, PostgresServer, find_bin_dir
+from tests.scripted import ScriptedModel, answer, parallel, tool_call
+
+pytestmark = pytest.mark.timeout(180)
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        reason = (
+            "no PostgreSQL server to test against: initdb is neither on PATH nor under "
+            "/usr/lib/postgresql/*/bin (install the `postgresql` package; .ci/run does)"
+        )
+        if REQUIRED:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    server = PostgresServer.start(bin_dir)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def database_url(postgres_server: PostgresServer) -> str:
+    """An empty database of this test's own."""
+    return postgres_server.create_database(f"test_{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+def saver(database_url: str) -> Iterator[FerryPostgresSaver]:
+    with open_postgres_saver(database_url) as opened:
+        yield opened
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: first addend.
+        b: second addend.
+    """
+    return a + b
+
+
+@tool
+def shout(text: str) -> str:
+    """Repeat a text in capitals.
+
+    Args:
+        text: what to repeat.
+    """
+    return text.upper()
+
+
+def make(model: ScriptedModel, checkpointer: Any, **settings: Any) -> Any:
+    return build_graph(
+        model=model, tools=[add, shout], checkpointer=checkpointer, settings=Settings(**settings)
+    )
+
+
+def kinds(messages: list[Any]) -> list[str]:
+    return [type(m).__name__.removesuffix("Message") for m in messages]
+
+
+# --- the loop on a Postgres saver -----------------------------------------------------------
+
+
+def test_parallel_calls_then_a_second_turn_that_sees_the_first(
+    saver: FerryPostgresSaver, database_url: str
+) -> None:
+    model = ScriptedModel(
+        [
+            parallel(tool_call("add", a=2, b=3), tool_call("shout", text="hi")),
+            answer("5, and HI"),
+            tool_call("add", a=5, b=10),
+            answer("15"),
+        ]
+    )
+    graph = make(model, saver)
+    config = {"configurable": {"thread_id": "t1"}}
+    first = graph.invoke({"messages": [("user", "2+3, and shout hi")]}, config)
+    assert first["stop_reason"] == "answered"
+    assert kinds(first["messages"]) == ["Human", "AI", "Tool", "Tool", "AI"]
+    results = {m.tool_call_id: m.content for m in first["messages"][2:4]}
+    assert results == {"call_1": "5", "call_2": "HI"}
+
+    second = graph.invoke({"messages": [("user", "and plus 10?")]}, config)
+    assert second["stop_reason"] == "answered"
+    assert kinds(second["messages"]) == ["Human", "AI", "Tool", "Tool", "AI"] + [
+        "Human", "AI", "Tool", "AI"
+    ]  # fmt: skip
+    assert second["messages"][-1].content == "15"
+    assert [m.content for m in model.calls[2] if isinstance(m, ToolMessage)] == ["5", "HI"]
+    model.assert_complete()
+
+    with open_postgres_saver(database_url) as other:  # another process's view of the thread
+        stored = make(ScriptedModel(), other).get_state(config).values["messages"]
+    assert [(m.id, m.content) for m in stored] == [(m.id, m.content) for m in second["messages"]]
+
+
+def test_a_run_stopped_before_its_tools_resumes_from_a_new_saver(database_url: str) -> None:
+    config = {"configurable": {"thread_id": "crashy"}}
+    with open_postgres_saver(database_url) as first:
+        graph = make(ScriptedModel([tool_call("add", a=150, b=300)]), first)
+        graph.invoke(
+            {"messages": [("user", "150 + 300?")]}, config, interrupt_before=["execute_tool"]
+        )
+        assert graph.get_state(config).next == ("execute_tool",)
+
+    with open_postgres_saver(database_url) as second:
+        model = ScriptedModel([answer("450")])
+        result = make(model, second).invoke(None, config)
+    assert result["stop_reason"] == "answered"
+    assert kinds(result["messages"]) == ["Human", "AI", "Tool", "AI"]
+    assert result["messages"][2].content == "450"
+    model.assert_complete()
+
+
+def test_the_iteration_guard_counts_across_a_resume(database_url: str) -> None:
+    config = {"configurable": {"thread_id": "guarded"}}
+    with open_postgres_saver(database_url) as first:
+        graph = make(ScriptedModel([tool_call("add", a=1, b=1)]), first, max_iterations=2)
+        graph.invoke({"messages": [("user", "loop")]}, config, interrupt_before=["execute_tool"])
+    with open_postgres_saver(database_url) as second:
+        model = ScriptedModel([tool_call("add", a=2, b=2)])  # the second and last call allowed
+        result = make(model, second, max_iterations=2).invoke(None, config)
+    assert result["stop_reason"] == "max_iterations"
+    assert result["turn"]["model_calls"] == 2
+    model.assert_complete()
+
+
+PAYMENT_SCRIPT = textwrap.dedent(
+    """
+    import os, sys
+    from pathlib import Path
+    from langchain_core.tools import tool
+    from graph import build_graph
+    from tests.scripted import ScriptedModel, answer, tool_call
+
+    LOG = Path(sys.argv[1])
+
+    @tool
+    def send_payment(amount: int) -> str:
+        \"\"\"Send a payment.
+
+        Args:
+            amount: how much.
+        \"\"\"
+        with LOG.open("a") as log:
+            log.write(f"paid {amount}\\n")
+        if os.environ.get("CRASH_AFTER_PAYING"):
+            os._exit(9)  # the process dies before the result is saved
+        return "paid"
+
+    send_payment.metadata = {"retry_safe": False}
+    config = {"configurable": {"thread_id": "pay"}}
+    if sys.argv[2] == "ask":
+        model = ScriptedModel([tool_call("send_payment", amount=5), answer("done")])
+        graph = build_graph(model=model, tools=[send_payment])
+        graph.invoke({"messages": [("user", "pay")]}, config)
+    else:
+        model = ScriptedModel([answer("I could not confirm the payment")])
+        result = build_graph(model=model, tools=[send_payment]).invoke(None, config)
+        print(result["messages"][2].status)
+    """
+)
+
+
+def test_a_crash_inside_a_side_effect_is_resumed_without_repeating_it(
+    database_url: str, tmp_path: Path
+) -> None:
+    """A real crash (the process dies mid-tool); `build_graph()` finds Postgres by itself."""
+    script, log = tmp_path / "pay.py", tmp_path / "payments.log"
+    script.write_text(PAYMENT_SCRIPT)
+    env = {**ferry_env(tmp_path), "PYTHONPATH": str(REPO), "FERRY_DATABASE_URL": database_url}
+
+    def run(step: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(script), str(log), step],
+            env={**env, **extra}, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    assert run("ask", CRASH_AFTER_PAYING="1").returncode == 9
+    resumed = run("resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.strip() == "error"
+    assert log.read_text() == "paid 5\n"
+    assert not (tmp_path / "ferry.db").exists()
+
+
+def test_the_server_factory_and_the_cli_share_threads(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graph.server import checkpointer
+
+    monkeypatch.setenv("FERRY_DATABASE_URL", database_url)
+    config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+
+    async def run_on_the_server() -> None:
+        async with checkpointer() as server_saver:
+            model = ScriptedModel([tool_call("add", a=1, b=2), answer("3")])
+            await make(model, server_saver).ainvoke({"messages": [("user", "1+2?")]}, config)
+
+    asyncio.run(run_on_the_server())
+    with open_postgres_saver(database_url) as cli_saver:
+        model = ScriptedModel([answer("6")])
+        result = make(model, cli_saver).invoke({"messages": [("user", "doubled?")]}, config)
+        assert [t["messages"] for t in list_threads(cli_saver)] == [6]
+    assert kinds(result["messages"]) == ["Human", "AI", "Tool", "AI", "Human", "AI"]
+
+
+class FakeThreads:
+    """The part of the SDK's threads client the registry sync uses, over a dict."""
+
+    def __init__(self, registry: dict[str, dict[str, Any]]) -> None:
+        self.registry = registry
+
+    async def search(self, *, limit: int, offset: int, select: list[str]) -> list[Any]:
+        return list(self.registry.values())[offset : offset + limit]
+
+    async def create(self, *, thread_id: str, if_exists: str, graph_id: str) -> None:
+        self.registry.setdefault(
+            thread_id,
+            {"thread_id": thread_id, "metadata": {"graph_id": graph_id}, "status": "idle"},
+        )
+
+    async def delete(self, thread_id: str) -> None:
+        del self.registry[thread_id]
+
+
+def test_studio_registers_the_threads_stored_in_postgres_and_keeps_them(database_url: str) -> None:
+    from graph.studio import RegistrySync
+
+    stored, stale = str(uuid.uuid4()), str(uuid.uuid4())
+    with open_postgres_saver(database_url) as saver:
+        make(ScriptedModel([answer("hi")]), saver).invoke(
+            {"messages": [("user", "hello")]}, {"configurable": {"thread_id": stored}}
+        )
+    registry = {stale: {"thread_id": stale, "metadata": {"graph_id": "agent"}, "status": "idle"}}
+    client: Any = type("Client", (), {"threads": FakeThreads(registry)})()
+    sync = RegistrySync(client, Path("no-such.db"), database_url)
+    asyncio.run(sync.sync())
+    assert set(registry) == {stored}  # registered; the entry without checkpoints dropped
+    asyncio.run(sync.sync())
+    assert set(registry) == {stored}
+
+
+# --- the CLI ---------------------------------------------------------------------------------
+
+
+def test_cli_ask_history_threads_and_delete(database_url: str, tmp_path: Path) -> None:
+    env = ferry_env(tmp_path, FERRY_DATABASE_URL=database_url, FERRY_MODEL="offline")
+    report = one_json_object(ferry("ask", "What is 150 * 3?", "--json", env=env, cwd=tmp_path))
+    assert report["stop_reason"] == "answered" and "450" in report["answer"]
+    assert [(c["name"], c["status"]) for c in report["tool_calls"]] == [("calculator", "success")]
+    thread_id = report["thread_id"]
+
+    follow_up = ferry(
+        "ask", "What is 450 / 9?", "--thread", thread_id, "--json", env=env, cwd=tmp_path
+    )
+    assert "50" in one_json_object(follow_up)["answer"]
+    messages = history(thread_id, env=env, cwd=tmp_path)
+    assert roles(messages) == ["user", "assistant", "tool", "assistant"] * 2
+    assert messages[2]["content"] == "450"
+
+    threads = one_json_object(ferry("threads", "--json", env=env, cwd=tmp_path))["threads"]
+    assert [(t["thread_id"], t["messages"]) for t in threads] == [(thread_id, 8)]
+
+    deleted = one_json_object(
+        ferry("delete", "--thread", thread_id, "--json", env=env, cwd=tmp_path)
+    )
+    assert deleted["deleted"] == [thread_id] and deleted["db_bytes"] > 0
+    assert one_json_object(ferry("threads", "--json", env=env, cwd=tmp_path)) == {"threads": []}
+    assert not (tmp_path / "ferry.db").exists()  # nothing went to SQLite
+
+
+def test_cli_prune_before_works_and_keep_says_it_is_sqlite_only(
+    database_url: str, tmp_path: Path
+) -> None:
+    env = ferry_env(tmp_path, FERRY_DATABASE_URL=database_url, FERRY_MODEL="offline")
+    succeeded(ferry("ask", "What is 2 * 3?", "--json", env=env, cwd=tmp_path))
+    keep = ferry("prune", "--keep", "3", env=env, cwd=tmp_path)
+    assert keep.returncode == 1
+    assert keep.stderr == (
+        "ferry: prune --keep works on SQLite only; with FERRY_DATABASE_URL use --before DATE\n"
+    )
+    report = one_json_object(
+        ferry("prune", "--before", "2999-01-01", "--json", env=env, cwd=tmp_path)
+    )
+    assert len(report["threads_deleted"]) == 1
+    assert one_json_object(ferry("threads", "--json", env=env, cwd=tmp_path)) == {"threads": []}
+
+
+def test_cli_reports_an_unreachable_server_in_one_line(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"postgresql://ferry:secret-password@127.0.0.1:{s.getsockname()[1]}/ferry"
+        env = ferry_env(tmp_path, FERRY_DATABASE_URL=url)
+        done = ferry("threads", env=env, cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.startswith("ferry: cannot connect to Postgres (FERRY_DATABASE_URL): ")
+    assert done.stderr.count("\n") == 1 and "Connection refused" in done.stderr
+    assert "secret-password" not in done.stderr
+
+
+def test_a_missing_postgres_extra_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from graph.persistence import open_saver
+
+    monkeypatch.delitem(sys.modules, "graph.postgres")
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # what an install without the extra has
+    with pytest.raises(ConfigError, match=r"pip install 'ferry-agent\[postgres\]'"):
+        with open_saver(Settings(database_url="postgresql://127.0.0.1/ferry")):
+            pass
+
+
+# --- storage grows linearly ------------------------------------------------------------------
+
+ROUNDS = 3  # tool calls per turn, one after the other
+EARLY, LATE, SPAN = 5, 40, 5  # growth is averaged over SPAN turns after EARLY and after LATE
+GROWTH_TABLES = "('checkpoints', 'checkpoint_writes', 'checkpoint_blobs')"
+
+
+def _stored_bytes(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            f"SELECT sum(pg_total_relation_size(t::regclass)) FROM (VALUES {GROWTH_TABLES}) AS v(t)"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_bytes_per_turn_do_not_grow_with_the_thread(
+    saver: FerryPostgresSaver, database_url: str
+) -> None:
+    turns = LATE + SPAN
+    steps: list[AIMessage | str] = []
+    for turn in range(1, turns + 1):
+        steps += [tool_call("shout", text=f"record {turn}.{i} " * 60) for i in range(ROUNDS)]
+        steps.append(answer(f"Summary of question {turn}."))
+    model = ScriptedModel(steps)
+    graph = make(model, saver, max_iterations=50)
+    config = {"configurable": {"thread_id": "growth"}}
+    sizes: dict[int, int] = {}
+    for turn in range(1, turns + 1):
+        result = graph.invoke({"messages": [("user", f"Question {turn}")]}, config)
+        assert result["stop_reason"] == "answered"
+        if turn in (EARLY, EARLY + SPAN, LATE, LATE + SPAN):
+            sizes[turn] = _stored_bytes(database_url)
+    model.assert_complete()
+    assert len(result["messages"]) == turns * (2 + 2 * ROUNDS)
+
+    early = (sizes[EARLY + SPAN] - sizes[EARLY]) / SPAN
+    late = (sizes[LATE + SPAN] - sizes[LATE]) / SPAN
+    assert late <= 1.5 * early, (
+        f"a turn adds {late:.0f} B at turn ~{LATE}, {early:.0f} B at ~{EARLY}"
+    )
+
+
+# --- several processes at once ---------------------------------------------------------------
+
+WRITERS, TURNS = 4, 3
+WRITER_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from graph import build_graph
+
+    index, go = int(sys.argv[1]), Path(sys.argv[2])
+    while not go.exists():  # start together, on a database nobody has set up yet
+        time.sleep(0.01)
+    graph = build_graph()
+    config = {"configurable": {"thread_id": f"writer-{index}"}}
+    for turn in range(1, int(sys.argv[3]) + 1):
+        question = f"What is {index * 100 + turn} * 3?"
+        result = graph.invoke({"messages": [("user", question)]}, config)
+        assert result["stop_reason"] == "answered", result
+    """
+)
+
+
+def test_several_processes_write_their_threads_at_once(database_url: str, tmp_path: Path) -> None:
+    script, go = tmp_path / "writer.py", tmp_path / "go"
+    script.write_text(WRITER_SCRIPT)
+    env = {
+        **ferry_env(tmp_path, FERRY_DATABASE_URL=database_url, FERRY_MODEL="offline"),
+        "PYTHONPATH": str(REPO),
+    }
+    writers = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(i), str(go), str(TURNS)],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for i in range(WRITERS)
+    ]
+    time.sleep(1.0)  # let them import and wait at the line
+    go.touch()
+    outcomes = [w.communicate(timeout=120) for w in writers]
+    assert [w.returncode for w in writers] == [0] * WRITERS, outcomes
+    assert all(err == "" for _, err in outcomes), outcomes
+
+    with open_postgres_saver(database_url) as reader:
+        threads = {t["thread_id"]: t["messages"] for t in list_threads(reader)}
+        assert threads == {f"writer-{i}": 4 * TURNS for i in range(WRITERS)}
+        for i in range(WRITERS):
+            config = {"configurable": {"thread_id": f"writer-{i}"}}
+            messages = make(ScriptedModel(), reader).get_state(config).values["messages"]
+            asked = [m.content for m in messages if isinstance(m, HumanMessage)]
+            assert asked == [f"What is {i * 100 + t} * 3?" for t in range(1, TURNS + 1)]
+            answers = [m.content for m in messages[3::4]]
+            assert answers == [
+                f"{i * 100 + t} * 3 = {(i * 100 + t) * 3}" for t in range(1, TURNS + 1)
+            ]
