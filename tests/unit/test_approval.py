@@ -15,7 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from graph import build_graph
-from graph.cli import _ask_decisions
+from graph.cli_agent import ask_decisions
 from graph.settings import Settings
 from tests.scripted import ScriptedModel, answer, parallel, tool_call
 
@@ -131,7 +131,7 @@ def test_terminal_prompt_collects_each_decision(monkeypatch: pytest.MonkeyPatch)
         {"id": "1", "name": "delete_file", "args": {"path": "a"}},
         {"id": "2", "name": "peek", "args": {}},
     ]
-    assert _ask_decisions(pending) == {
+    assert ask_decisions(pending) == {
         "1": {"action": "edit", "args": {"path": "b"}},
         "2": {"action": "reject", "reason": "nope"},
     }

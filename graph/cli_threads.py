@@ -1,0 +1,138 @@
+"""The `ferry` commands about stored threads: history, threads, delete and prune."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from graph.cli_agent import UserError, existing_state, open_graph, print_json, thread_config
+
+if TYPE_CHECKING:
+    from graph.persistence import Saver
+    from graph.settings import Settings
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """Show every stored message of a thread."""
+    from graph.threads import message_record
+
+    with open_graph(args, need_model=False) as graph:
+        state = existing_state(graph, args.thread)
+        records = [message_record(m) for m in state.values.get("messages", [])]
+    if args.json:
+        print_json({"thread_id": args.thread, "messages": records})
+        return 0
+    for record in records:
+        label = record["role"] + (
+            f" ({record['status']})" if record.get("status") == "error" else ""
+        )
+        if record["content"]:
+            sys.stdout.write(f"{label}: {record['content']}\n")
+        for call in record.get("tool_calls", []):
+            sys.stdout.write(
+                f"{label}: → {call['name']}({json.dumps(call['args'], ensure_ascii=False)})\n"
+            )
+    return 0
+
+
+def cmd_threads(args: argparse.Namespace) -> int:
+    """List stored threads, most recently updated first."""
+    from graph.persistence import open_saver
+    from graph.settings import get_settings
+    from graph.threads import list_threads
+
+    with open_saver(get_settings()) as saver:
+        threads = list_threads(saver)
+    if args.json:
+        print_json({"threads": threads})
+    else:
+        for t in threads:
+            sys.stdout.write(f"{t['thread_id']}  {t['updated_at']}  {t['messages']} messages\n")
+    return 0
+
+
+def _db_bytes(path: Any) -> int:
+    return sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
+
+
+def _stored_bytes(saver: Saver, settings: Settings) -> int:
+    """Disk space the threads take: the SQLite file, or Ferry's tables in Postgres."""
+    from graph.persistence import FerrySaver
+
+    return _db_bytes(settings.db) if isinstance(saver, FerrySaver) else saver.stored_bytes()
+
+
+def _compact(saver: Saver) -> None:
+    """Give freed space back to the file system (SQLite; Postgres reuses it in place)."""
+    from graph.persistence import FerrySaver
+    from graph.retention import compact
+
+    if isinstance(saver, FerrySaver):
+        compact(saver)
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    """Delete one thread and compact the database."""
+    from graph.persistence import open_saver
+    from graph.settings import get_settings
+
+    settings = get_settings()
+    with open_saver(settings) as saver:
+        if saver.get_tuple(thread_config(args.thread)) is None:
+            raise UserError(f"unknown thread {args.thread!r} (see `ferry threads`)")
+        saver.delete_thread(args.thread)
+        _compact(saver)
+        size = _stored_bytes(saver, settings)
+    if args.json:
+        print_json({"deleted": [args.thread], "db_bytes": size})
+    else:
+        sys.stderr.write(f"deleted thread {args.thread}\n")
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    """Keep the last N checkpoints per thread, or drop threads not updated since a date."""
+    from datetime import UTC, datetime
+
+    from graph.persistence import FerrySaver, open_saver
+    from graph.retention import prune_thread, threads_updated_before
+    from graph.settings import get_settings
+    from graph.threads import list_threads
+
+    settings = get_settings()
+    deleted: list[str] = []
+    removed = 0
+    with open_saver(settings) as saver:
+        if args.keep and not isinstance(saver, FerrySaver):
+            raise UserError(
+                "prune --keep works on SQLite only; with FERRY_DATABASE_URL use --before DATE"
+            )
+        before = _stored_bytes(saver, settings)
+        if args.before:
+            cutoff = datetime.fromisoformat(args.before)
+            cutoff = cutoff if cutoff.tzinfo else cutoff.replace(tzinfo=UTC)
+            deleted = threads_updated_before(saver, cutoff)
+            for thread_id in deleted:
+                saver.delete_thread(thread_id)
+        if args.keep and isinstance(saver, FerrySaver):
+            removed = sum(
+                prune_thread(saver, t["thread_id"], args.keep) for t in list_threads(saver)
+            )
+        _compact(saver)
+        after = _stored_bytes(saver, settings)
+    report = {
+        "threads_deleted": deleted,
+        "checkpoints_removed": removed,
+        "db_bytes_before": before,
+        "db_bytes_after": after,
+    }
+    if args.json:
+        print_json(report)
+    else:
+        sys.stderr.write(
+            f"deleted {len(deleted)} threads, removed {removed} checkpoints; "
+            f"{before} → {after} bytes\n"
+        )
+    return 0
