@@ -1,0 +1,220 @@
+"""Ferry's SQLite saver: one file (WAL, busy timeout) shared by the CLI, Python and Studio.
+
+Messages are stored as the writes of each step (see `graph.state`), so a thread's file grows
+with its conversation, not with its square. Rebuilding the history means replaying those
+writes; `FerrySaver` remembers rebuilt histories so the next turn replays only what is new.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite._delta import (
+    build_delta_channels_writes_history,
+    build_delta_stage2_sql,
+)
+from langgraph.types import Overwrite
+
+from graph.compression import CompressingSerializer
+from graph.state import fold_messages
+
+_CACHED_HISTORIES = 128
+# A checkpoint's ancestors, nearest first, by parent links (ids are not ordered across
+# processes), each with whether it may hold a snapshot of the messages: LangGraph drops its
+# count of updates since the last snapshot when it takes one, and the root of a pruned thread
+# holds one. CROSS JOIN keeps each step a primary-key lookup.
+_SNAPSHOT_POSSIBLE = (
+    "({t}.parent_checkpoint_id IS NULL OR json_extract(CAST({t}.metadata AS TEXT), "
+    "'$.counters_since_delta_snapshot.messages') IS NULL)"
+)
+_CHAIN_SQL = (
+    "WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, may_hold_snapshot) AS ("
+    "SELECT checkpoint_id, parent_checkpoint_id, "
+    + _SNAPSHOT_POSSIBLE.format(t="checkpoints")
+    + " FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
+    "UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, "
+    + _SNAPSHOT_POSSIBLE.format(t="c")
+    + " FROM chain a CROSS JOIN checkpoints c ON c.checkpoint_id = a.parent_checkpoint_id "
+    "WHERE c.thread_id = ? AND c.checkpoint_ns = ?) "
+    "SELECT checkpoint_id, may_hold_snapshot FROM chain"
+)
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open the checkpoint database, creating its folder, tuned for several writers."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
+    # WAL lets readers and one writer work at once; the busy timeout waits out other writers
+    # instead of failing with "database is locked".
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA busy_timeout=30000")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+class CompactVersions:
+    """Count channel versions with small integers.
+
+    LangGraph's SQLite savers default to a zero-padded counter plus a random fraction, about 50
+    bytes per channel in every checkpoint: more than the messages themselves in a typical step.
+    Threads that already carry string versions keep them, so one channel never mixes the two.
+    """
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        """The version after `current`."""
+        if isinstance(current, str):
+            return super().get_next_version(current, channel)  # type: ignore[misc]  # the saver it is mixed into has one
+        return (current or 0) + 1
+
+
+class FerrySaver(CompactVersions, SqliteSaver):
+    """A SQLite saver that keeps recently rebuilt message histories in memory.
+
+    A checkpoint never changes once written, so the history rebuilt at a checkpoint stays true;
+    the next load walks back only to the nearest remembered checkpoint and replays the writes
+    after it, instead of every write since the thread began.
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__(conn, serde=CompressingSerializer())
+        self._histories: OrderedDict[tuple[str, str, str], list[Any]] = OrderedDict()
+        self._histories_lock = threading.Lock()
+
+    def setup(self) -> None:
+        """Create LangGraph's tables and Ferry's record of started side-effect calls."""
+        super().setup()
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS ferry_started_calls ("
+            "thread_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, "
+            "PRIMARY KEY (thread_id, tool_call_id))"
+        )
+
+    def first_start(self, thread_id: str, tool_call_id: str) -> bool:
+        """Record that a call is starting; False if it had started before."""
+        with self.cursor() as cur:
+            cur.execute(
+                "INSERT OR IGNORE INTO ferry_started_calls VALUES (?, ?)", (thread_id, tool_call_id)
+            )
+            return bool(cur.rowcount == 1)
+
+    def thread_ids(self) -> list[str]:
+        """Ids of the stored threads."""
+        with self.cursor(transaction=False) as cur:
+            cur.execute("SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_ns = ''")
+            return [row[0] for row in cur.fetchall()]
+
+    def _remembered(self, key: tuple[str, str, str]) -> list[Any] | None:
+        with self._histories_lock:
+            value = self._histories.get(key)
+            if value is not None:
+                self._histories.move_to_end(key)
+            return value
+
+    def _remember(self, key: tuple[str, str, str], value: list[Any]) -> None:
+        with self._histories_lock:
+            self._histories[key] = value
+            self._histories.move_to_end(key)
+            while len(self._histories) > _CACHED_HISTORIES:
+                self._histories.popitem(last=False)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Rebuild `messages` from the nearest remembered (or snapshot) checkpoint onwards."""
+        if list(channels) != ["messages"]:
+            return super().get_delta_channel_history(config=config, channels=channels)
+        thread_id = str(config["configurable"]["thread_id"])
+        namespace = config["configurable"].get("checkpoint_ns", "")
+        target = get_checkpoint_id(config)
+        if not target:
+            latest = self.get_tuple(config)
+            if latest is None:
+                return {"messages": {"writes": []}}
+            target = latest.config["configurable"]["checkpoint_id"]
+        key = (thread_id, namespace, target)
+        if (known := self._remembered(key)) is not None:
+            return {"messages": {"writes": [], "seed": known}}
+        history = self._replay_since_remembered(thread_id, namespace, target)
+        writes = [value for _, _, value in history["writes"]]
+        if any(isinstance(value, Overwrite) for value in writes):
+            return {"messages": history}  # rare (an edit in Studio): let LangGraph apply it
+        seed = history.get("seed")
+        base = seed.value if isinstance(seed, _DeltaSnapshot) else (seed or [])
+        messages = fold_messages(list(base), writes)
+        self._remember(key, messages)
+        return {"messages": {"writes": [], "seed": messages}}
+
+    def _replay_since_remembered(
+        self, thread_id: str, namespace: str, target: str
+    ) -> DeltaChannelHistory:
+        """The writes since the nearest remembered or snapshot ancestor, and its history.
+
+        The walk reads ids and one metadata field, and opens a checkpoint only where LangGraph
+        may have stored a snapshot (the counter it keeps since the last one is absent). A
+        snapshot must be honoured: when new input replaces an unfinished step, LangGraph takes
+        one so the abandoned step's stored writes are not replayed.
+        """
+        chain: list[str] = []
+        walked: set[str] = set()
+        seed: Any = None
+        with self.cursor(transaction=False) as cur:
+            blobs = cur.connection.cursor()
+            keys = (thread_id, namespace)
+            cur.execute(_CHAIN_SQL, (*keys, target, *keys))
+            for checkpoint_id, may_hold_snapshot in cur:
+                if checkpoint_id == target and not walked:
+                    walked.add(checkpoint_id)  # its own writes belong to the next step
+                    continue
+                if checkpoint_id in walked:
+                    break  # a re-put checkpoint made the chain loop
+                walked.add(checkpoint_id)
+                chain.append(checkpoint_id)
+                seed = self._remembered((thread_id, namespace, checkpoint_id))
+                if seed is None and may_hold_snapshot:
+                    seed = _stored_messages(blobs, self.serde, thread_id, namespace, checkpoint_id)
+                if seed is not None:
+                    break
+            rows: list[Any] = []
+            if chain:
+                sql = build_delta_stage2_sql(
+                    has_task_path=self._has_task_path, chain_lens=[len(chain)]
+                )
+                cur.execute(sql, [thread_id, namespace, "messages", *chain])
+                rows = cur.fetchall()
+        seeded = set() if seed is None else {"messages"}
+        return build_delta_channels_writes_history(
+            channels=["messages"], chain_by_ch={"messages": chain},
+            seed_val_by_ch={"messages": seed}, seeded=seeded, stage2_rows=rows, serde=self.serde,
+        )["messages"]  # fmt: skip
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete a thread's checkpoints and writes, and forget its remembered histories."""
+        super().delete_thread(thread_id)
+        with self.cursor() as cur:
+            cur.execute("DELETE FROM ferry_started_calls WHERE thread_id = ?", (str(thread_id),))
+        with self._histories_lock:
+            for key in [k for k in self._histories if k[0] == str(thread_id)]:
+                del self._histories[key]
+
+
+def _stored_messages(
+    cur: sqlite3.Cursor, serde: Any, thread_id: str, namespace: str, checkpoint_id: str
+) -> Any:
+    """The messages a checkpoint stores itself (a snapshot), or None."""
+    cur.execute(
+        "SELECT type, checkpoint FROM checkpoints "
+        "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+        (thread_id, namespace, checkpoint_id),
+    )
+    row = cur.fetchone()
+    checkpoint = serde.loads_typed((row[0], row[1])) if row else {}
+    return checkpoint.get("channel_values", {}).get("messages")
