@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import convert_to_messages
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -24,10 +26,9 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryState, FerrySta
     """
 
     def stream(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - Pregel.stream's own doc
-        kwargs["context"] = kwargs.get("context") or RunContext()
-        graph_input = args[0] if args else kwargs.get("input")
+        args, kwargs = _prepared(args, kwargs)
         config = args[1] if len(args) > 1 else kwargs.get("config")
-        if isinstance(graph_input, dict) and config:
+        if isinstance(args[0] if args else kwargs.get("input"), dict) and config:
             self._keep_finished_results(config)
         return super().stream(*args, **kwargs)
 
@@ -50,8 +51,32 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryState, FerrySta
             self.update_state(config, {"messages": finished}, as_node="execute_tool")
 
     def astream(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - Pregel.astream's own doc
-        kwargs["context"] = kwargs.get("context") or RunContext()
+        args, kwargs = _prepared(args, kwargs)
         return super().astream(*args, **kwargs)
+
+
+def _prepared(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], Any]:
+    """A run's arguments with a fresh `RunContext` and ids on the new messages.
+
+    The input is stored as given and replayed whenever the thread is read; with ids assigned
+    here, every replay yields the same messages without converting them again.
+    """
+    kwargs = {**kwargs, "context": kwargs.get("context") or RunContext()}
+    graph_input = args[0] if args else kwargs.get("input")
+    if isinstance(graph_input, dict) and graph_input.get("messages"):
+        given = graph_input["messages"]
+        messages = convert_to_messages(given if isinstance(given, list) else [given])
+        graph_input = {
+            **graph_input,
+            "messages": [
+                m if m.id else m.model_copy(update={"id": str(uuid.uuid4())}) for m in messages
+            ],
+        }
+        if args:
+            args = (graph_input, *args[1:])
+        else:
+            kwargs["input"] = graph_input
+    return args, kwargs
 
 
 def _compile(

@@ -113,11 +113,12 @@ class FerrySaver(CompactVersions, SqliteSaver):
             return [row[0] for row in cur.fetchall()]
 
     def _remembered(self, key: tuple[str, str, str]) -> list[Any] | None:
-        with self._histories_lock:
-            value = self._histories.get(key)
-            if value is not None:
-                self._histories.move_to_end(key)
-            return value
+        value = self._histories.get(key)  # a plain read is safe without the lock
+        if value is not None:
+            with self._histories_lock:
+                if key in self._histories:
+                    self._histories.move_to_end(key)
+        return value
 
     def _remember(self, key: tuple[str, str, str], value: list[Any]) -> None:
         with self._histories_lock:
