@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 from langchain_core.language_models import BaseChatModel
 
+from graph.settings import ConfigError
 
-class ConfigError(Exception):
-    """A setting that cannot work; its message is one line meant for the user."""
+__all__ = ["ConfigError", "make_model"]
 
 
 # The SDKs retry connection errors, 429 and 5xx themselves, with backoff honouring Retry-After.

@@ -6,8 +6,12 @@ import os
 from pathlib import Path
 
 from dotenv import load_dotenv
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ConfigError(Exception):
+    """A setting that cannot work; its message is one line meant for the user."""
 
 
 def load_dotenv_file(path: Path | None = None) -> None:
@@ -77,4 +81,9 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """Read the settings now (tests change the environment between calls)."""
     load_dotenv_file()
-    return Settings()
+    try:
+        return Settings()
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        name = "FERRY_" + "_".join(str(part) for part in error["loc"]).upper()
+        raise ConfigError(f"{name}: {error['msg']} (got {error.get('input')!r})") from exc

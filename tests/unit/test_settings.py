@@ -1,0 +1,43 @@
+"""Settings: the shell wins over .env, defaults follow the key, and the docs list every one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from graph.settings import ConfigError, Settings, get_settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_shell_wins_over_dotenv(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("FERRY_MAX_ITERATIONS=5\nFERRY_TOKEN_BUDGET=777\n")
+    monkeypatch.setenv("FERRY_MAX_ITERATIONS", "7")
+    monkeypatch.delenv("FERRY_TOKEN_BUDGET", raising=False)
+    settings = get_settings()
+    assert settings.max_iterations == 7  # from the shell
+    assert settings.token_budget == 777  # from .env
+    monkeypatch.delenv("FERRY_TOKEN_BUDGET")  # load_dotenv wrote it into os.environ
+
+
+def test_default_model_follows_the_openai_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().model == "offline"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-settings")
+    assert Settings().model == "openai:gpt-4.1-mini"
+
+
+def test_a_bad_value_is_one_line_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FERRY_MAX_ITERATIONS", "0")
+    with pytest.raises(ConfigError) as caught:
+        get_settings()
+    assert str(caught.value) == (
+        "FERRY_MAX_ITERATIONS: Input should be greater than or equal to 1 (got '0')"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(Settings.model_fields))
+def test_every_setting_is_documented(name: str) -> None:
+    variable = f"FERRY_{name.upper()}"
+    assert variable in (REPO / ".env.example").read_text()
+    assert variable in (REPO / "README.md").read_text()
