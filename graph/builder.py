@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -12,10 +13,13 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
 
 from graph.nodes import Loop, RunContext, route_after_check
 from graph.settings import Settings, get_settings
 from graph.state import FerryState
+
+log = logging.getLogger("ferry.loop")
 
 
 class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryState, FerryState]):
@@ -28,8 +32,13 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryState, FerrySta
     def stream(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - Pregel.stream's own doc
         args, kwargs = _prepared(args, kwargs)
         config = args[1] if len(args) > 1 else kwargs.get("config")
-        if isinstance(args[0] if args else kwargs.get("input"), dict) and config:
+        graph_input = args[0] if args else kwargs.get("input")
+        if isinstance(graph_input, dict) and config:
             self._keep_finished_results(config)
+        elif (graph_input is None or isinstance(graph_input, Command)) and config:
+            thread_id = config.get("configurable", {}).get("thread_id")
+            extra = {"event": "resume", "thread_id": thread_id, "run_id": kwargs["context"].run_id}
+            log.info("resuming the run from its last checkpoint", extra=extra)
         return super().stream(*args, **kwargs)
 
     def _keep_finished_results(self, config: RunnableConfig) -> None:
