@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.cli_helpers import ferry as run_ferry
 
 
 def test_json_log_lines_through_a_paused_and_resumed_run(tmp_path: Path) -> None:
@@ -20,10 +20,7 @@ def test_json_log_lines_through_a_paused_and_resumed_run(tmp_path: Path) -> None
     }
 
     def ferry(*args: str) -> dict[str, object]:
-        done = subprocess.run(
-            [sys.executable, "-m", "graph.cli", *args, "--json"],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        done = run_ferry(*args, "--json", env=env, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         assert "tvly-do-not-log-me-123" not in done.stdout + done.stderr
         report: dict[str, object] = json.loads(done.stdout)

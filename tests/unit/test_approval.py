@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from langgraph.types import Command
 from graph import build_graph
 from graph.cli_agent import ask_decisions
 from graph.settings import Settings
+from tests.cli_helpers import ferry
 from tests.scripted import ScriptedModel, answer, parallel, tool_call
 
 RUNS: list[str] = []
@@ -138,23 +139,21 @@ def test_terminal_prompt_collects_each_decision(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_cli_json_reports_awaiting_approval_then_resume_approves(tmp_path: Path) -> None:
-    def ferry(*args: str) -> subprocess.CompletedProcess[str]:
-        env = {**__import__("os").environ, "FERRY_APPROVE_TOOLS": "calculator"}
-        return subprocess.run(
-            [sys.executable, "-m", "graph.cli", *args], cwd=tmp_path, env=env,
-            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+    env = {**os.environ, "FERRY_APPROVE_TOOLS": "calculator"}
 
-    asked = ferry("ask", "What is 150 * 3?", "--json")
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return ferry(*args, env=env, cwd=tmp_path)
+
+    asked = run("ask", "What is 150 * 3?", "--json")
     report = json.loads(asked.stdout)
     assert asked.returncode == 0
     assert report["stop_reason"] == "awaiting_approval" and report["answer"] == ""
     assert [p["name"] for p in report["pending_approvals"]] == ["calculator"]
     assert report["pending_approvals"][0]["args"] == {"expression": "150 * 3"}
     thread = report["thread_id"]
-    again = json.loads(ferry("resume", "--thread", thread, "--json").stdout)
+    again = json.loads(run("resume", "--thread", thread, "--json").stdout)
     assert again["stop_reason"] == "awaiting_approval"  # no decision: still paused, nothing lost
-    done = json.loads(ferry("resume", "--thread", thread, "--approve", "--json").stdout)
+    done = json.loads(run("resume", "--thread", thread, "--approve", "--json").stdout)
     assert done["stop_reason"] == "answered" and "450" in done["answer"]
     assert [c["name"] for c in done["tool_calls"]] == ["calculator"]
-    assert ferry("resume", "--thread", thread, "--approve").returncode == 1  # nothing pending
+    assert run("resume", "--thread", thread, "--approve").returncode == 1  # nothing pending

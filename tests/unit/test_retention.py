@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from graph import build_graph
 from graph.persistence import sqlite_saver
 from graph.retention import prune_thread
 from graph.settings import Settings
+from tests.cli_helpers import ferry
 from tests.scripted import ScriptedModel, answer, tool_call
 
 
@@ -85,10 +86,7 @@ def test_prune_keeps_a_pending_run_resumable(tmp_path: Path) -> None:
 
 
 def _ferry(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "graph.cli", *args],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    return ferry(*args, env=dict(os.environ), cwd=tmp_path)
 
 
 def test_cli_delete_and_prune(tmp_path: Path) -> None:
