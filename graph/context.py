@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
+from typing import Literal
 
 from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage, ToolMessage
 
@@ -51,5 +53,19 @@ def for_model(messages: Sequence[AnyMessage], context_tokens: int) -> list[BaseM
         message = sent[i]
         if isinstance(message, ToolMessage) and message_text(message) != OMITTED:
             total -= approx_tokens(message) - len(OMITTED) // 4 - 4
-            sent[i] = message.model_copy(update={"content": OMITTED})
+            sent[i] = _omitted(message)
     return sent
+
+
+@lru_cache(maxsize=20_000)
+def _placeholder(
+    message_id: str, tool_call_id: str, name: str | None, status: Literal["success", "error"]
+) -> ToolMessage:
+    return ToolMessage(OMITTED, tool_call_id=tool_call_id, name=name, id=message_id, status=status)
+
+
+def _omitted(message: ToolMessage) -> ToolMessage:
+    """The placeholder sent instead of an old result; made once per message, not per call."""
+    if message.id is None:
+        return message.model_copy(update={"content": OMITTED})
+    return _placeholder(message.id, message.tool_call_id, message.name, message.status)
