@@ -8,6 +8,7 @@ offline planner and the weather comes from a loopback Open-Meteo, so nothing lea
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -315,3 +316,36 @@ def test_threads_of_another_database_are_dropped_at_start_up(
     with langgraph_dev(tmp_path, env) as client:
         assert registered(client) == {thread_id}
         assert types(server_messages(client, thread_id)) == ["human", "ai", "tool", "ai"]
+
+
+# --- approvals -------------------------------------------------------------------------------
+
+
+def test_an_approval_pause_shows_in_the_server_and_is_decided_there_or_in_the_cli(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    env = {**env, "FERRY_APPROVE_TOOLS": "calculator"}
+    question = {"messages": [{"role": "user", "content": "What is 150 * 3?"}]}
+    with langgraph_dev(tmp_path, env) as client:
+        thread_id = client.threads.create()["thread_id"]
+        client.runs.wait(thread_id, "agent", input=question)
+        state = client.threads.get_state(thread_id)
+        pauses = [i["value"] for task in state["tasks"] for i in task["interrupts"]]
+        assert [p["pending_approvals"][0]["name"] for p in pauses] == ["calculator"]
+        assert pauses[0]["pending_approvals"][0]["args"] == {"expression": "150 * 3"}
+        values = client.runs.wait(thread_id, "agent", command={"resume": {"action": "approve"}})
+        assert isinstance(values, dict) and values["stop_reason"] == "answered"
+        assert values["messages"][-1]["content"] == "150 * 3 = 450"
+        # The same pause, made by the server, decided from the CLI.
+        second = client.threads.create()["thread_id"]
+        client.runs.wait(second, "agent", input=question)
+    decided = ferry(
+        "resume", "--thread", second, "--reject", "not now", "--json", env=env, cwd=tmp_path
+    )
+    report = json.loads(succeeded(decided).stdout)
+    assert report["stop_reason"] == "answered"
+    history = json.loads(
+        succeeded(ferry("history", "--thread", second, "--json", env=env, cwd=tmp_path)).stdout
+    )
+    rejection = [m for m in history["messages"] if m["role"] == "tool"][0]
+    assert rejection["status"] == "error" and "not now" in rejection["content"]
