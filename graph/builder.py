@@ -65,12 +65,16 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryState, FerrySta
 
 
 def _prepared(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], Any]:
-    """A run's arguments with a fresh `RunContext` and ids on the new messages.
+    """A run's arguments: a fresh `RunContext`, durable steps, and ids on the new messages.
 
     The input is stored as given and replayed whenever the thread is read; with ids assigned
     here, every replay yields the same messages without converting them again.
     """
     kwargs = {**kwargs, "context": kwargs.get("context") or RunContext()}
+    # Save each step before the next starts: a crash mid-tool must find the model's reply (and
+    # its tool call ids) stored, or the resumed run would ask the model again and could repeat
+    # a side effect under a new id.
+    kwargs["durability"] = kwargs.get("durability") or "sync"
     graph_input = args[0] if args else kwargs.get("input")
     if isinstance(graph_input, dict) and graph_input.get("messages"):
         given = graph_input["messages"]

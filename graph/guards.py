@@ -10,6 +10,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
 
 from graph.state import StopReason
+from graph.text import token_usage
 
 INTERRUPTED = (
     "No result: the run was interrupted before this call's result was recorded. "
@@ -32,6 +33,20 @@ def turn_start(messages: Sequence[AnyMessage]) -> int:
         if isinstance(messages[i], HumanMessage):
             return i
     return 0
+
+
+def turn_counters(messages: Sequence[AnyMessage]) -> dict[str, Any]:
+    """The current turn's model calls and token usage, read from its replies."""
+    replies = [
+        m
+        for m in messages[turn_start(messages) + 1 :]
+        if isinstance(m, AIMessage) and not m.response_metadata.get("ferry_guard")
+    ]
+    usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    for reply in replies:
+        for key, tokens in token_usage(reply).items():
+            usage[key] += tokens
+    return {"model_calls": len(replies), "usage": usage}
 
 
 def unanswered_calls(messages: Sequence[AnyMessage]) -> list[ToolCall]:

@@ -24,8 +24,7 @@ from graph.execution import run_call
 from graph.log import redact
 from graph.models import make_model
 from graph.settings import Settings
-from graph.state import FerryState, StopReason, Turn, merge_messages
-from graph.text import token_usage
+from graph.state import FerryState, StopReason, merge_messages
 
 log = logging.getLogger("ferry.loop")
 
@@ -94,15 +93,9 @@ class Loop:
     ) -> dict[str, Any]:
         """Repair unanswered calls, apply the time budget, then ask the model for its next step."""
         messages = state["messages"]
-        start = guards.turn_start(messages)
-        turn_id = messages[start].id if isinstance(messages[start], HumanMessage) else None
-        turn = state.get("turn")
-        update: dict[str, Any] = {}
-        if turn is None or turn["id"] != turn_id:
-            turn = Turn(id=turn_id, model_calls=0, usage={})
-            update["stop_reason"] = None
-        update["turn"] = turn = Turn(
-            id=turn_id, model_calls=turn["model_calls"], usage=dict(turn["usage"])
+        # A user message last means a new turn: the previous turn's stop reason no longer holds.
+        update: dict[str, Any] = (
+            {"stop_reason": None} if isinstance(messages[-1], HumanMessage) else {}
         )
         ids = _ids(config, runtime)
         repairs = [
@@ -113,15 +106,12 @@ class Loop:
                 "repaired an unanswered tool call", ids, "repair", tool_call_id=result.tool_call_id
             )
         if _seconds_left(self.settings, runtime) <= 0:
-            return self._stop(turn, update, repairs, "time_budget", ids)
+            return self._stop(guards.turn_counters(messages), update, repairs, "time_budget", ids)
         prompt = for_model(merge_messages(messages, repairs), self.settings.context_tokens)
         started = time.monotonic()
         reply: AIMessage = self.bound_model.invoke(prompt, config)
         duration_ms = round((time.monotonic() - started) * 1000)
         reply.id = reply.id or str(uuid.uuid4())
-        turn["model_calls"] += 1
-        for key, tokens in token_usage(reply).items():
-            turn["usage"][key] = turn["usage"].get(key, 0) + tokens
         _log(
             "model call",
             ids,
@@ -160,7 +150,8 @@ class Loop:
                 guards.error_result(c, f"Not executed: the turn stopped ({reason}).")
                 for c in reply.tool_calls
             ]
-            return self._stop(state.get("turn") or {}, {}, not_run, reason, ids)
+            counters = guards.turn_counters(state["messages"])
+            return self._stop(counters, {}, not_run, reason, ids)
         disabled = {
             n
             for n, count in (state.get("tool_failures") or {}).items()
@@ -189,11 +180,11 @@ class Loop:
     def _budget_exceeded(
         self, state: FerryState, runtime: Runtime[RunContext]
     ) -> StopReason | None:
-        turn = state.get("turn") or Turn(id=None, model_calls=0, usage={})
+        turn = guards.turn_counters(state["messages"])
         if turn["model_calls"] >= self.settings.max_iterations:
             return "max_iterations"
         budget = self.settings.token_budget
-        if budget and turn["usage"].get("total_tokens", 0) >= budget:
+        if budget and turn["usage"]["total_tokens"] >= budget:
             return "token_budget"
         if _seconds_left(self.settings, runtime) <= 0:
             return "time_budget"

@@ -17,6 +17,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from graph.compression import CompressingSerializer
 from graph.settings import get_settings
+from graph.sqlite_saver import OPENING_STATEMENTS
 
 
 def _as_text(versions: ChannelVersions) -> ChannelVersions:
@@ -74,9 +75,8 @@ async def checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
     path = settings.db
     path.parent.mkdir(parents=True, exist_ok=True)
     async with aiosqlite.connect(path, timeout=30) as conn:
-        await conn.execute("PRAGMA journal_mode=WAL")
-        await conn.execute("PRAGMA busy_timeout=30000")
-        await conn.execute("PRAGMA synchronous=NORMAL")
+        for statement in OPENING_STATEMENTS:
+            await conn.execute(statement)
         saver = AsyncFerrySaver(conn, serde=CompressingSerializer())
         await saver.setup()
         yield saver

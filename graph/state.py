@@ -119,26 +119,18 @@ def count_failures(current: dict[str, int], outcomes: dict[str, bool]) -> dict[s
     return counts
 
 
-class Turn(TypedDict):
-    """Counters of the current turn, kept together so each model call stores one small write."""
-
-    id: str | None
-    """Id of the user message that started the turn."""
-    model_calls: int
-    """Model calls made in the turn."""
-    usage: dict[str, int]
-    """Tokens the provider reported in the turn: input_tokens, output_tokens, total_tokens."""
-
-
 class FerryState(TypedDict, total=False):
     """The checkpointed state of one thread."""
 
     messages: Annotated[
         list[AnyMessage], DeltaChannel(fold_messages, snapshot_frequency=SNAPSHOT_NEVER)
     ]
-    """The whole conversation, every message with a stable id."""
-    turn: Turn
-    """The current turn's counters, for the iteration cap and the token budget."""
+    """The whole conversation, every message with a stable id.
+
+    The guards' per-turn counters (model calls, tokens) are read from it rather than stored
+    beside it: the replies since the turn's user message are the count, and their usage the
+    tokens, so they survive a crash exactly as the messages do.
+    """
     stop_reason: StopReason | None
     """Why the last turn ended; None while it runs."""
     tool_failures: Annotated[dict[str, int], count_failures]

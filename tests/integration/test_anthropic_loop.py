@@ -18,6 +18,7 @@ from langchain_core.tools import ToolException, tool
 
 from graph import build_graph
 from graph.context import SYSTEM_PROMPT
+from graph.guards import turn_counters
 from graph.persistence import sqlite_saver
 from graph.settings import Settings
 from graph.text import message_text
@@ -83,7 +84,7 @@ def test_parallel_tool_uses_then_answer(server: AnthropicServer, tmp_path: Path)
     result = ask(make(server, tmp_path / "db"), "look up a and bb")
     assert sorted(CALLS) == ["a", "bb"]
     assert result["messages"][-1].content == "a=1, bb=2"
-    assert result["turn"]["usage"]["total_tokens"] > 0
+    assert turn_counters(result["messages"])["usage"]["total_tokens"] > 0
     first, second = server.message_requests()
     assert first["system"] == SYSTEM_PROMPT
     assert [(t["name"], t["input_schema"]["required"]) for t in first["tools"]] == [
@@ -146,7 +147,7 @@ def test_streaming_yields_answer_tokens(server: AnthropicServer, tmp_path: Path)
     assert server.message_requests()[0]["stream"] is True
     state = graph.get_state({"configurable": {"thread_id": "s"}}).values
     assert message_text(state["messages"][-1]) == "A streamed answer with several words"
-    assert state["turn"]["usage"]["total_tokens"] > 0
+    assert turn_counters(state["messages"])["usage"]["total_tokens"] > 0
 
 
 def test_streamed_tool_uses_are_sent_back_as_the_api_expects(

@@ -12,6 +12,7 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from graph import build_graph
+from graph.guards import turn_counters
 from graph.persistence import sqlite_saver
 from tests.servers.openmeteo import OpenMeteoServer
 
@@ -49,7 +50,7 @@ def test_three_intents_become_three_parallel_calls(
     assert all(m.status == "success" for m in result["messages"] if isinstance(m, ToolMessage))
     answer = result["messages"][-1].content
     assert "450" in answer and "14.2 °C" in answer and "Bogotá" in answer
-    assert result["turn"]["model_calls"] == 2
+    assert turn_counters(result["messages"])["model_calls"] == 2
 
 
 def test_temperature_times_three_is_a_dependent_call(
@@ -61,7 +62,7 @@ def test_temperature_times_three_is_a_dependent_call(
     assert [c["name"] for c in calls] == ["get_weather", "calculator"]
     assert calls[1]["args"] == {"expression": "21.5 * 3"}
     assert "64.5" in result["messages"][-1].content
-    assert result["turn"]["model_calls"] == 3
+    assert turn_counters(result["messages"])["model_calls"] == 3
 
 
 def test_unknown_city_is_reported_and_the_run_continues(

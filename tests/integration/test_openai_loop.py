@@ -17,6 +17,7 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
 from graph import build_graph
+from graph.guards import turn_counters
 from graph.persistence import sqlite_saver
 from graph.settings import Settings
 from tests.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
@@ -87,7 +88,7 @@ def test_parallel_calls_then_answer(server: OpenAIServer, tmp_path: Path) -> Non
     result = ask(make(server, tmp_path / "db"), "look up a and bb")
     assert sorted(CALLS) == ["a", "bb"]
     assert result["messages"][-1].content == "a=1, bb=2"
-    assert result["turn"]["usage"]["total_tokens"] > 0
+    assert turn_counters(result["messages"])["usage"]["total_tokens"] > 0
     second = server.chat_requests()[1]["messages"]
     assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "tool"]
     call_ids = [c["id"] for c in second[2]["tool_calls"]]

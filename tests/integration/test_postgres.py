@@ -23,6 +23,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from graph import build_graph
+from graph.guards import turn_counters
 from graph.models import ConfigError
 from graph.postgres import FerryPostgresSaver, open_postgres_saver
 from graph.settings import Settings
@@ -157,7 +158,7 @@ def test_the_iteration_guard_counts_across_a_resume(database_url: str) -> None:
         model = ScriptedModel([tool_call("add", a=2, b=2)])  # the second and last call allowed
         result = make(model, second, max_iterations=2).invoke(None, config)
     assert result["stop_reason"] == "max_iterations"
-    assert result["turn"]["model_calls"] == 2
+    assert turn_counters(result["messages"])["model_calls"] == 2
     model.assert_complete()
 
 

@@ -14,6 +14,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph
+from graph.guards import turn_counters
 from graph.log import JsonFormatter, redact
 from graph.persistence import sqlite_saver
 from graph.settings import Settings
@@ -163,7 +164,7 @@ def test_token_budget_stops_the_turn_with_an_answer() -> None:
     result = ask(make(model, token_budget=100), "expensive")
     assert result["stop_reason"] == "token_budget"
     assert RUNS == ["a"]
-    assert result["turn"]["usage"]["total_tokens"] == 160
+    assert turn_counters(result["messages"])["usage"]["total_tokens"] == 160
     final = result["messages"][-1]
     assert isinstance(final, AIMessage) and "160 tokens" in final.content
     assert_every_call_answered_in_place(result["messages"])

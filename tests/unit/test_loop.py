@@ -13,6 +13,7 @@ from langchain_core.tools import BaseTool, ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph
+from graph.guards import turn_counters
 from graph.persistence import sqlite_saver
 from graph.settings import Settings
 from tests.scripted import ScriptedModel, UnexpectedModelCall, answer, parallel, tool_call
@@ -102,7 +103,7 @@ def test_plain_answer_makes_one_model_call_and_no_tool_call() -> None:
     assert kinds(result["messages"]) == ["Human", "AI"]
     assert result["messages"][-1].content == "Hello!"
     assert result["stop_reason"] == "answered"
-    assert result["turn"]["model_calls"] == 1
+    assert turn_counters(result["messages"])["model_calls"] == 1
     assert CALLS == []
     model.assert_complete()
     assert set(model.bound_tools) == {"add", "weather", "nap", "broken"}
@@ -208,7 +209,7 @@ def test_iteration_cap_stops_gracefully_and_answers_the_pending_calls() -> None:
     model = ScriptedModel([tool_call("add", a=i, b=1) for i in range(3)])
     result = ask(make(model, max_iterations=3), "loop forever")
     assert result["stop_reason"] == "max_iterations"
-    assert result["turn"]["model_calls"] == 3
+    assert turn_counters(result["messages"])["model_calls"] == 3
     assert len(CALLS) == 2  # the third call was refused, not run
     last_call, refusal, final = result["messages"][-3:]
     assert isinstance(last_call, AIMessage) and last_call.tool_calls
