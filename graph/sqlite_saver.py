@@ -28,10 +28,10 @@ from graph.compression import CompressingSerializer
 from graph.state import fold_messages
 
 _CACHED_HISTORIES = 128
-# LangGraph's own `checkpoints` table, created first WITHOUT ROWID (LangGraph then finds it): its
-# rows live in the primary-key index instead of beside a copy of the key, which saves about
-# 150 bytes on every checkpoint. (Not for `writes`: its rows carry the messages, and large rows
-# are better off in an ordinary table.)
+# LangGraph's own tables, created first WITHOUT ROWID (LangGraph then finds them; the columns are
+# its own): each row lives in its primary-key index instead of beside a second copy of its key
+# (~150 bytes a row, two dozen rows a turn). With 8 KB pages the 1-2 KB message rows still pack
+# well; measured by `make bench` (bench/README.md).
 CHECKPOINTS_TABLE = """
 CREATE TABLE IF NOT EXISTS checkpoints (
     thread_id TEXT NOT NULL,
@@ -42,6 +42,19 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     checkpoint BLOB,
     metadata BLOB,
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+) WITHOUT ROWID"""
+WRITES_TABLE = """
+CREATE TABLE IF NOT EXISTS writes (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    task_path TEXT NOT NULL DEFAULT '',
+    idx INTEGER NOT NULL,
+    channel TEXT NOT NULL,
+    type TEXT,
+    value BLOB,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
 ) WITHOUT ROWID"""
 # A checkpoint's ancestors, nearest first, by parent links (ids are not ordered across
 # processes), each with whether it may hold a snapshot of the messages: LangGraph drops its
@@ -65,8 +78,8 @@ _CHAIN_SQL = (
 
 
 OPENING_STATEMENTS = (
-    # Pages that fit the typical 1-2 KB message rows with less waste (only a new file can
-    # choose; an existing one keeps its size).
+    # Pages that fit the typical 1-2 KB message rows (only a new file can choose its page size;
+    # an existing one keeps it).
     "PRAGMA page_size=8192",
     # WAL lets readers and one writer work at once; the busy timeout waits out other writers
     # instead of failing with "database is locked".
@@ -74,6 +87,7 @@ OPENING_STATEMENTS = (
     "PRAGMA busy_timeout=30000",
     "PRAGMA synchronous=NORMAL",
     CHECKPOINTS_TABLE,
+    WRITES_TABLE,
 )
 """Run on every connection to a Ferry SQLite file, by the CLI, Python and the server alike."""
 
