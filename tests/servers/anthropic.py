@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.servers.base import LoopbackServer, Reply, Request
+from tests.servers.base import Reply, Request
+from tests.servers.scripted import ScriptedServer
 
 Step = dict[str, Any] | Reply | Callable[[dict[str, Any]], Any]
 ToolUseSpec = tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str]
@@ -56,14 +53,6 @@ def anthropic_tool_uses(
     return {"text": text, "tool_uses": list(calls), "usage": usage}
 
 
-@dataclass
-class Rejection:
-    """A request answered with a 4xx: its body (parsed if it was JSON) and the error object."""
-
-    body: Any
-    error: dict[str, Any]
-
-
 class InvalidRequest(Exception):
     """What the real API answers with HTTP 400 (or `status`)."""
 
@@ -75,41 +64,12 @@ class InvalidRequest(Exception):
         self.error = {"type": kind, "message": message}
 
 
-class AnthropicServer(LoopbackServer):
+class AnthropicServer(ScriptedServer):
     """Answer `POST /v1/messages` from a script, as JSON or as server-sent events."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rejections: list[Rejection] = []
-        self.unexpected: list[Any] = []  # bodies of requests that came after the script ended
-        self._steps: deque[Step] = deque()
-        self._scripted = 0
-        self._answered = 0
-        self._script_lock = threading.Lock()
-
-    @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, reply: Reply) -> None:
-        # A pooled keep-alive connection can outlive the server or an event loop; close each one.
-        if reply.chunks is None:
-            reply = replace(reply, headers={**reply.headers, "Connection": "close"})
-        LoopbackServer._send(handler, reply)
-
-    def script(self, steps: list[Step]) -> None:
-        """Queue steps to play, one per valid request, after any already queued."""
-        with self._script_lock:
-            self._steps.extend(steps)
-            self._scripted += len(steps)
 
     def message_requests(self) -> list[Any]:
         """Every messages request body received, rejected and faulted ones included."""
         return [r.json() for r in self.requests_to("/v1/messages")]
-
-    def assert_complete(self) -> None:
-        """Fail unless every step was played and no request came after the script ended."""
-        if self._steps:
-            raise AssertionError(f"{len(self._steps)} of {self._scripted} steps unplayed")
-        if self.unexpected:
-            raise AssertionError(f"{len(self.unexpected)} unexpected model call(s)")
 
     def handle(self, request: Request) -> Reply:
         if request.method != "POST" or request.path != "/v1/messages":
@@ -123,20 +83,12 @@ class AnthropicServer(LoopbackServer):
                 raise InvalidRequest(f"There was an error parsing the body: {exc}") from exc
             _validate(body)
         except InvalidRequest as exc:
-            with self._script_lock:
-                self.rejections.append(Rejection(body, exc.error))
+            self.reject(body, exc.error)
             return Reply(exc.status, _error_body(exc.error["type"], exc.error["message"]))
-        with self._script_lock:
-            step = self._steps.popleft() if self._steps else None
-            self._answered += 1
-            number = self._answered
-            if step is None:
-                self.unexpected.append(body)
+        step, number = self.next_step(body)
         if step is None:
-            message = f"unexpected model call: all {self._scripted} scripted steps were played"
+            message = self.past_the_script()
             return Reply(500, _error_body("api_error", message))
-        while callable(step):
-            step = step(body)
         return step if isinstance(step, Reply) else _message(body, step, number)
 
 

@@ -11,15 +11,12 @@ A step is `openai_answer(...)`, `openai_tool_calls(...)`, a `Reply` sent as it i
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.servers.base import LoopbackServer, Reply, Request
+from tests.servers.base import Reply, Request
+from tests.servers.scripted import ScriptedServer
 
 Step = dict[str, Any] | Reply | Callable[[dict[str, Any]], Any]
 ToolCallSpec = tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str]
@@ -36,14 +33,6 @@ def openai_tool_calls(*calls: ToolCallSpec, usage: tuple[int, int] | None = None
     return {"content": None, "tool_calls": list(calls), "usage": usage}
 
 
-@dataclass
-class Rejection:
-    """A request answered with HTTP 400: its body (parsed if it was JSON) and the error."""
-
-    body: Any
-    error: dict[str, Any]
-
-
 def _error(message: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
     return {"message": message, "type": "invalid_request_error", "param": param, "code": code}
 
@@ -56,42 +45,12 @@ class InvalidRequest(Exception):
         self.error = _error(message, param, code)
 
 
-class OpenAIServer(LoopbackServer):
+class OpenAIServer(ScriptedServer):
     """Answer `POST /v1/chat/completions` from a script, as JSON or as server-sent events."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rejections: list[Rejection] = []
-        self.unexpected: list[Any] = []  # bodies of requests that came after the script ended
-        self._steps: deque[Step] = deque()
-        self._scripted = 0
-        self._answered = 0
-        self._script_lock = threading.Lock()
-
-    @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, reply: Reply) -> None:
-        # A pooled keep-alive connection outlives the event loop of an `asyncio.run` test and
-        # breaks the next one ("Event loop is closed"); streamed replies already close.
-        if reply.chunks is None:
-            reply = replace(reply, headers={**reply.headers, "Connection": "close"})
-        LoopbackServer._send(handler, reply)
-
-    def script(self, steps: list[Step]) -> None:
-        """Queue steps to play, one per valid request, after any already queued."""
-        with self._script_lock:
-            self._steps.extend(steps)
-            self._scripted += len(steps)
 
     def chat_requests(self) -> list[Any]:
         """Every chat completions request body received, rejected and faulted ones included."""
         return [r.json() for r in self.requests_to("/chat/completions")]
-
-    def assert_complete(self) -> None:
-        """Fail unless every step was played and no request came after the script ended."""
-        if self._steps:
-            raise AssertionError(f"{len(self._steps)} of {self._scripted} steps unplayed")
-        if self.unexpected:
-            raise AssertionError(f"{len(self.unexpected)} unexpected model call(s)")
 
     def handle(self, request: Request) -> Reply:
         if request.method != "POST" or request.path != "/v1/chat/completions":
@@ -102,20 +61,12 @@ class OpenAIServer(LoopbackServer):
             _validate(body)
         except (ValueError, InvalidRequest) as exc:
             error = exc.error if isinstance(exc, InvalidRequest) else _error(f"Invalid JSON: {exc}")
-            with self._script_lock:
-                self.rejections.append(Rejection(body, error))
+            self.reject(body, error)
             return Reply(400, {"error": error})
-        with self._script_lock:
-            step = self._steps.popleft() if self._steps else None
-            self._answered += 1
-            number = self._answered
-            if step is None:
-                self.unexpected.append(body)
+        step, number = self.next_step(body)
         if step is None:
-            message = f"unexpected model call: all {self._scripted} scripted steps were played"
+            message = self.past_the_script()
             return Reply(500, {"error": {**_error(message), "type": "server_error"}})
-        while callable(step):
-            step = step(body)
         return step if isinstance(step, Reply) else self._complete(body, step, number)
 
     def _complete(self, body: dict[str, Any], step: dict[str, Any], number: int) -> Reply:

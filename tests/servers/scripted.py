@@ -1,0 +1,74 @@
+"""What the model emulators share: a script of replies, one per valid request, and its record."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, replace
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from tests.servers.base import LoopbackServer, Reply
+
+
+@dataclass
+class Rejection:
+    """A request answered with a 4xx: its body (parsed if it was JSON) and the error object."""
+
+    body: Any
+    error: dict[str, Any]
+
+
+class ScriptedServer(LoopbackServer):
+    """Plays queued steps in order; records rejected requests and requests past the script."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rejections: list[Rejection] = []
+        self.unexpected: list[Any] = []  # bodies of requests that came after the script ended
+        self._steps: deque[Any] = deque()
+        self._scripted = 0
+        self._answered = 0
+        self._script_lock = threading.Lock()
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, reply: Reply) -> None:
+        # A pooled keep-alive connection outlives the event loop of an `asyncio.run` test and
+        # breaks the next one ("Event loop is closed"); streamed replies already close.
+        if reply.chunks is None:
+            reply = replace(reply, headers={**reply.headers, "Connection": "close"})
+        LoopbackServer._send(handler, reply)
+
+    def script(self, steps: list[Any]) -> None:
+        """Queue steps to play, one per valid request, after any already queued."""
+        with self._script_lock:
+            self._steps.extend(steps)
+            self._scripted += len(steps)
+
+    def assert_complete(self) -> None:
+        """Fail unless every step was played and no request came after the script ended."""
+        if self._steps:
+            raise AssertionError(f"{len(self._steps)} of {self._scripted} steps unplayed")
+        if self.unexpected:
+            raise AssertionError(f"{len(self.unexpected)} unexpected model call(s)")
+
+    def reject(self, body: Any, error: dict[str, Any]) -> None:
+        """Record a request the real API would refuse."""
+        with self._script_lock:
+            self.rejections.append(Rejection(body, error))
+
+    def next_step(self, body: Any) -> tuple[Any, int]:
+        """The step for this request (callables resolved) and its number; None past the end."""
+        with self._script_lock:
+            step = self._steps.popleft() if self._steps else None
+            self._answered += 1
+            number = self._answered
+            if step is None:
+                self.unexpected.append(body)
+        while callable(step):
+            step = step(body)
+        return step, number
+
+    def past_the_script(self) -> str:
+        """The error text for a request that came after every step was played."""
+        return f"unexpected model call: all {self._scripted} scripted steps were played"
