@@ -29,6 +29,7 @@ from graph.postgres import FerryPostgresSaver, open_postgres_saver
 from graph.settings import Settings
 from graph.threads import list_threads
 from tests.cli_helpers import ferry, ferry_env, history, one_json_object, roles, succeeded
+from tests.growth import bytes_per_turn
 from tests.pgserver import REQUIRED, PostgresServer, find_bin_dir
 from tests.scripted import ScriptedModel, answer, parallel, tool_call
 
@@ -337,18 +338,11 @@ def test_bytes_per_turn_do_not_grow_with_the_thread(
         steps.append(answer(f"Summary of question {turn}."))
     model = ScriptedModel(steps)
     graph = make(model, saver, max_iterations=50)
-    config = {"configurable": {"thread_id": "growth"}}
-    sizes: dict[int, int] = {}
-    for turn in range(1, turns + 1):
-        result = graph.invoke({"messages": [("user", f"Question {turn}")]}, config)
-        assert result["stop_reason"] == "answered"
-        if turn in (EARLY, EARLY + SPAN, LATE, LATE + SPAN):
-            sizes[turn] = _stored_bytes(database_url)
+    early, late, result = bytes_per_turn(
+        graph, lambda: _stored_bytes(database_url), early=EARLY, late=LATE, span=SPAN
+    )
     model.assert_complete()
     assert len(result["messages"]) == turns * (2 + 2 * ROUNDS)
-
-    early = (sizes[EARLY + SPAN] - sizes[EARLY]) / SPAN
-    late = (sizes[LATE + SPAN] - sizes[LATE]) / SPAN
     assert late <= 1.5 * early, (
         f"a turn adds {late:.0f} B at turn ~{LATE}, {early:.0f} B at ~{EARLY}"
     )

@@ -17,6 +17,7 @@ from langchain_core.tools import tool
 from graph import build_graph
 from graph.persistence import sqlite_saver
 from graph.settings import Settings
+from tests.growth import bytes_per_turn
 from tests.scripted import ScriptedModel, answer, tool_call
 
 ROUNDS = 3  # tool calls per turn, one after the other
@@ -64,18 +65,11 @@ def test_bytes_per_turn_do_not_grow_with_the_thread(tmp_path: Path) -> None:
     graph = build_graph(
         model=model, tools=[fetch_blob], checkpointer=sqlite_saver(path), settings=settings
     )
-    config = {"configurable": {"thread_id": "growth"}}
-    sizes: dict[int, int] = {}
-    for turn in range(1, turns + 1):
-        result = graph.invoke({"messages": [("user", f"Question {turn}")]}, config)
-        assert result["stop_reason"] == "answered"
-        if turn in (EARLY, EARLY + SPAN, LATE, LATE + SPAN):
-            sizes[turn] = _db_bytes(path)
+    early, late, result = bytes_per_turn(
+        graph, lambda: _db_bytes(path), early=EARLY, late=LATE, span=SPAN
+    )
     model.assert_complete()
     assert len(result["messages"]) == turns * (2 + 2 * ROUNDS)
-
-    early = (sizes[EARLY + SPAN] - sizes[EARLY]) / SPAN
-    late = (sizes[LATE + SPAN] - sizes[LATE]) / SPAN
     assert late <= 1.5 * early, (
         f"a turn adds {late:.0f} B at turn ~{LATE}, {early:.0f} B at ~{EARLY}"
     )
