@@ -15,7 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, CheckpointTuple
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from graph.compression import CompressingSerializer
+from graph.serde import FerrySerializer
 from graph.settings import get_settings
 from graph.sqlite_saver import OPENING_STATEMENTS
 
@@ -77,6 +77,6 @@ async def checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
     async with aiosqlite.connect(path, timeout=30) as conn:
         for statement in OPENING_STATEMENTS:
             await conn.execute(statement)
-        saver = AsyncFerrySaver(conn, serde=CompressingSerializer())
+        saver = AsyncFerrySaver(conn, serde=FerrySerializer())
         await saver.setup()
         yield saver

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +24,11 @@ from langgraph.checkpoint.sqlite._delta import (
 )
 from langgraph.types import Overwrite
 
-from graph.compression import CompressingSerializer
+from graph.serde import FerrySerializer
 from graph.state import fold_messages
 
 _CACHED_HISTORIES = 128
+_LOOKUPS = 64  # checkpoints walked and fetched one by one; a longer chain scans the thread
 # LangGraph's own tables, created first WITHOUT ROWID (LangGraph then finds them; the columns are
 # its own): each row lives in its primary-key index instead of beside a second copy of its key
 # (~150 bytes a row, two dozen rows a turn). With 8 KB pages the 1-2 KB message rows still pack
@@ -73,7 +74,13 @@ _CHAIN_SQL = (
     + _SNAPSHOT_POSSIBLE.format(t="c")
     + " FROM chain a CROSS JOIN checkpoints c ON c.checkpoint_id = a.parent_checkpoint_id "
     "WHERE c.thread_id = ? AND c.checkpoint_ns = ?) "
-    "SELECT checkpoint_id, may_hold_snapshot FROM chain"
+    "SELECT checkpoint_id, parent_checkpoint_id, may_hold_snapshot FROM chain"
+)
+# Every link of a thread at once, for a walk too long to take one lookup at a time.
+_LINKS_SQL = (
+    "SELECT checkpoint_id, parent_checkpoint_id, "
+    + _SNAPSHOT_POSSIBLE.format(t="checkpoints")
+    + " FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
 )
 
 
@@ -125,7 +132,7 @@ class FerrySaver(CompactVersions, SqliteSaver):
     """
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        super().__init__(conn, serde=CompressingSerializer())
+        super().__init__(conn, serde=FerrySerializer())
         self._histories: OrderedDict[tuple[str, str, str], list[Any]] = OrderedDict()
         self._histories_lock = threading.Lock()
 
@@ -209,9 +216,7 @@ class FerrySaver(CompactVersions, SqliteSaver):
         seed: Any = None
         with self.cursor(transaction=False) as cur:
             blobs = cur.connection.cursor()
-            keys = (thread_id, namespace)
-            cur.execute(_CHAIN_SQL, (*keys, target, *keys))
-            for checkpoint_id, may_hold_snapshot in cur:
+            for checkpoint_id, may_hold_snapshot in _ancestors(cur, thread_id, namespace, target):
                 if checkpoint_id == target and not walked:
                     walked.add(checkpoint_id)  # its own writes belong to the next step
                     continue
@@ -224,18 +229,31 @@ class FerrySaver(CompactVersions, SqliteSaver):
                     seed = _stored_messages(blobs, self.serde, thread_id, namespace, checkpoint_id)
                 if seed is not None:
                     break
-            rows: list[Any] = []
-            if chain:
-                sql = build_delta_stage2_sql(
-                    has_task_path=self._has_task_path, chain_lens=[len(chain)]
-                )
-                cur.execute(sql, [thread_id, namespace, "messages", *chain])
-                rows = cur.fetchall()
+            rows = self._message_writes(blobs, thread_id, namespace, chain) if chain else []
         seeded = set() if seed is None else {"messages"}
         return build_delta_channels_writes_history(
             channels=["messages"], chain_by_ch={"messages": chain},
             seed_val_by_ch={"messages": seed}, seeded=seeded, stage2_rows=rows, serde=self.serde,
         )["messages"]  # fmt: skip
+
+    def _message_writes(
+        self, cur: sqlite3.Cursor, thread_id: str, namespace: str, chain: list[str]
+    ) -> list[Any]:
+        """The `messages` writes stored at the checkpoints in `chain` (LangGraph's stage-2 rows)."""
+        if len(chain) <= _LOOKUPS:
+            sql = build_delta_stage2_sql(has_task_path=self._has_task_path, chain_lens=[len(chain)])
+            cur.execute(sql, [thread_id, namespace, "messages", *chain])
+            return cur.fetchall()
+        # A long chain is most of the thread (a first read): one scan of the thread's rows in
+        # key order is a third of the cost of a lookup per checkpoint.
+        task_path = "task_path" if self._has_task_path else "''"
+        cur.execute(
+            f"SELECT checkpoint_id, channel, task_id, idx, type, value, {task_path} FROM writes "
+            "WHERE thread_id = ? AND checkpoint_ns = ? AND channel = 'messages'",
+            (thread_id, namespace),
+        )
+        wanted = set(chain)
+        return [row for row in cur if row[0] in wanted]
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread's checkpoints and writes, and forget its remembered histories."""
@@ -245,6 +263,32 @@ class FerrySaver(CompactVersions, SqliteSaver):
         with self._histories_lock:
             for key in [k for k in self._histories if k[0] == str(thread_id)]:
                 del self._histories[key]
+
+
+def _ancestors(
+    cur: sqlite3.Cursor, thread_id: str, namespace: str, target: str
+) -> Iterator[tuple[str, bool]]:
+    """`target` and its ancestors, nearest first, each with whether it may hold a snapshot.
+
+    The first steps follow parent links a lookup at a time: a running thread finds a remembered
+    history within a few. A longer walk (a first read of a long thread) loads all the thread's
+    links in one scan, which costs about half as much as a lookup per checkpoint.
+    """
+    keys = (thread_id, namespace)
+    cur.execute(_CHAIN_SQL, (*keys, target, *keys))
+    parent = None
+    for steps, row in enumerate(cur):
+        checkpoint_id, parent, may_hold_snapshot = row
+        yield checkpoint_id, bool(may_hold_snapshot)
+        if steps == _LOOKUPS:
+            break
+    else:
+        return
+    links = {row[0]: row[1:] for row in cur.execute(_LINKS_SQL, keys)}
+    while parent in links:
+        checkpoint_id = parent
+        parent, may_hold_snapshot = links.pop(checkpoint_id)  # popped: a loop cannot repeat
+        yield checkpoint_id, bool(may_hold_snapshot)
 
 
 def _stored_messages(
