@@ -134,7 +134,7 @@ def _message(name: str, stored: dict[str, Any]) -> BaseMessage:
     message.__setstate__(
         {
             "__dict__": values,
-            "__pydantic_fields_set__": set(values),  # all, as LangGraph's own path leaves it
+            "__pydantic_fields_set__": set(defaults),  # all, as LangGraph's own path leaves it
             "__pydantic_extra__": {},
             "__pydantic_private__": None,
         }

@@ -284,10 +284,9 @@ def _ancestors(
             break
     else:
         return
-    links = {row[0]: row[1:] for row in cur.execute(_LINKS_SQL, keys)}
+    links = {row[0]: row for row in cur.execute(_LINKS_SQL, keys)}
     while parent in links:
-        checkpoint_id = parent
-        parent, may_hold_snapshot = links.pop(checkpoint_id)  # popped: a loop cannot repeat
+        checkpoint_id, parent, may_hold_snapshot = links.pop(parent)  # popped: no loop repeats
         yield checkpoint_id, bool(may_hold_snapshot)
 
 

@@ -10,6 +10,7 @@ from langchain_core.messages import (
     AIMessage,
     AnyMessage,
     BaseMessage,
+    BaseMessageChunk,
     RemoveMessage,
     ToolMessage,
     convert_to_messages,
@@ -42,52 +43,62 @@ def _call_block_end(messages: list[AnyMessage], tool_call_id: str) -> int | None
     return None
 
 
-def _with_stable_ids(position: int, update: Any) -> list[BaseMessage]:
-    """The update as messages, each without an id given one derived from where it lands.
+def _with_stable_ids(position: int, items: list[Any]) -> list[BaseMessage]:
+    """The items as messages, each without an id given one derived from where it lands.
 
     Message history is stored as the writes that built it and rebuilt by replaying them, so an
     id must come out the same on every replay: random ids (what `add_messages` would assign)
     would change each time the thread is read.
     """
-    items = update if isinstance(update, list) else [update]
-    if all(isinstance(m, BaseMessage) and m.id for m in items):
-        return items  # the usual case, and every replayed write: nothing to convert
-    messages = convert_to_messages(items)
     return [
         m
         if m.id
         else m.model_copy(
             update={"id": str(uuid.uuid5(_IDS, f"{position}:{i}:{m.type}:{m.content}"))}
         )
-        for i, m in enumerate(messages)
+        for i, m in enumerate(convert_to_messages(items))
     ]
 
 
 def _merge_one(messages: list[AnyMessage], index: dict[str, int], update: Any) -> None:
     """Apply one update in place: replace by id, file a tool result after its call, or append."""
-    incoming = _with_stable_ids(len(messages), update)
+    items = update if isinstance(update, list) else [update]
+    for item in items:  # the usual case, and every replayed write: messages with ids
+        if not isinstance(item, BaseMessage) or not item.id or isinstance(item, RemoveMessage):
+            break
+    else:
+        for message in items:
+            _place(messages, index, message)
+        return
+    incoming = _with_stable_ids(len(messages), items)
     if any(isinstance(m, RemoveMessage) for m in incoming):  # an edit (e.g. in Studio): rare
         messages[:] = cast(list[AnyMessage], add_messages(cast(Any, messages), cast(Any, incoming)))
         index.clear()
         index.update({m.id or "": i for i, m in enumerate(messages)})
         return
     for message in incoming:
-        message = cast(AnyMessage, message_chunk_to_message(message))
-        known = index.get(message.id or "")
-        if known is not None:
-            messages[known] = message
-            continue
-        end = (
-            _call_block_end(messages, message.tool_call_id)
-            if isinstance(message, ToolMessage)
-            else None
-        )
-        if end is None or end == len(messages):
-            index[message.id or ""] = len(messages)
-            messages.append(message)
-        else:
-            messages.insert(end, message)
-            index.update({m.id or "": i for i, m in enumerate(messages) if i >= end})
+        _place(messages, index, message)
+
+
+def _place(messages: list[AnyMessage], index: dict[str, int], message: BaseMessage) -> None:
+    """Put one message with an id in the history: replace by id, file a tool result, or append."""
+    if isinstance(message, BaseMessageChunk):
+        message = message_chunk_to_message(message)
+    known = index.get(message.id or "")
+    if known is not None:
+        messages[known] = cast(AnyMessage, message)
+        return
+    end = (
+        _call_block_end(messages, message.tool_call_id)
+        if isinstance(message, ToolMessage)
+        else None
+    )
+    if end is None or end == len(messages):
+        index[message.id or ""] = len(messages)
+        messages.append(cast(AnyMessage, message))
+    else:
+        messages.insert(end, cast(AnyMessage, message))
+        index.update({m.id or "": i for i, m in enumerate(messages) if i >= end})
 
 
 def fold_messages(messages: list[AnyMessage], updates: Sequence[Any]) -> list[AnyMessage]:
