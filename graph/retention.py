@@ -60,10 +60,11 @@ def prune_thread(saver: FerrySaver, thread_id: str, keep: int) -> int:
             (thread_id, *kept),
         )
         removed = int(cur.rowcount)
-        cur.execute(
-            f"DELETE FROM writes WHERE thread_id = ? AND checkpoint_id NOT IN ({marks})",
-            (thread_id, *kept),
-        )
+        for table in ("writes", "ferry_histories"):
+            cur.execute(
+                f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_id NOT IN ({marks})",
+                (thread_id, *kept),
+            )
     return removed
 
 

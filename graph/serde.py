@@ -36,12 +36,15 @@ from langchain_core.messages import (
 )
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-MESSAGES = "ferry-messages"
-"""Type tag of a message list in the compact form."""
-_ZSTD = "+zstd"
-_ZLIB = "+zlib"  # written by earlier versions; still read
-_WORTH_TRYING = 256  # bytes; smaller values rarely shrink enough to pay for the lookup
-_LEVEL = 3  # zstd's default: most of the gain, a few microseconds a message
+from graph.dictionary import dictionary
+
+MESSAGES = "ferry-msgs"
+"""Type tag of a message list in the compact form (stored on every row: kept short)."""
+_DICTIONARY = "+zd1"  # zstd with Ferry's dictionary 1 (graph/dictionary.py)
+_ZSTD = "+zstd"  # zstd alone, written by earlier versions; still read
+_ZLIB = "+zlib"  # likewise
+_WORTH_TRYING = 32  # bytes; with the dictionary even a short reply shrinks by half
+_LEVEL = 3  # zstd's default: most of the gain, a few microseconds a value
 
 _CLASSES: dict[str, type[BaseMessage]] = {
     cls.__name__: cls
@@ -78,15 +81,18 @@ class FerrySerializer(JsonPlusSerializer):
         if len(data) >= _WORTH_TRYING:
             packed = _codecs.compressor.compress(data)
             if len(packed) <= len(data) * 0.9:
-                return type_tag + _ZSTD, packed
+                return type_tag + _DICTIONARY, packed
         return type_tag, data
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         """Load a value written by `dumps_typed`, LangGraph's serializer or an earlier Ferry."""
         type_tag, payload = data
-        if type_tag.endswith(_ZSTD):
-            type_tag = type_tag.removesuffix(_ZSTD)
+        if type_tag.endswith(_DICTIONARY):
+            type_tag = type_tag.removesuffix(_DICTIONARY)
             payload = _codecs.decompressor.decompress(payload)
+        elif type_tag.endswith(_ZSTD):
+            type_tag = type_tag.removesuffix(_ZSTD)
+            payload = zstandard.ZstdDecompressor().decompress(payload)
         elif type_tag.endswith(_ZLIB):
             type_tag = type_tag.removesuffix(_ZLIB)
             payload = zlib.decompress(payload)
@@ -165,8 +171,8 @@ class _Codecs(threading.local):
     """zstd contexts are not thread-safe, and making one per value costs more than the work."""
 
     def __init__(self) -> None:
-        self.compressor = zstandard.ZstdCompressor(level=_LEVEL)
-        self.decompressor = zstandard.ZstdDecompressor()
+        self.compressor = zstandard.ZstdCompressor(level=_LEVEL, dict_data=dictionary())
+        self.decompressor = zstandard.ZstdDecompressor(dict_data=dictionary())
 
 
 _codecs = _Codecs()

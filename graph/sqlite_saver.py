@@ -7,10 +7,11 @@ writes; `FerrySaver` remembers rebuilt histories so the next turn replays only w
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,10 @@ from langgraph.types import Overwrite
 from graph.serde import FerrySerializer
 from graph.state import fold_messages
 
+log = logging.getLogger("ferry.saver")
 _CACHED_HISTORIES = 128
-_LOOKUPS = 64  # checkpoints walked and fetched one by one; a longer chain scans the thread
+_SAVE_FROM = 200  # messages; a shorter history replays in a few milliseconds
+_LOOKUPS = 64  # checkpoints whose writes are fetched by id; a longer chain scans the thread
 # LangGraph's own tables, created first WITHOUT ROWID (LangGraph then finds them; the columns are
 # its own): each row lives in its primary-key index instead of beside a second copy of its key
 # (~150 bytes a row, two dozen rows a turn). With 8 KB pages the 1-2 KB message rows still pack
@@ -74,13 +77,29 @@ _CHAIN_SQL = (
     + _SNAPSHOT_POSSIBLE.format(t="c")
     + " FROM chain a CROSS JOIN checkpoints c ON c.checkpoint_id = a.parent_checkpoint_id "
     "WHERE c.thread_id = ? AND c.checkpoint_ns = ?) "
-    "SELECT checkpoint_id, parent_checkpoint_id, may_hold_snapshot FROM chain"
+    "SELECT checkpoint_id, may_hold_snapshot FROM chain"
 )
-# Every link of a thread at once, for a walk too long to take one lookup at a time.
-_LINKS_SQL = (
-    "SELECT checkpoint_id, parent_checkpoint_id, "
-    + _SNAPSHOT_POSSIBLE.format(t="checkpoints")
-    + " FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
+
+
+# One history per thread (and namespace), at the checkpoint named; replaced only by a longer one.
+SAVED_HISTORIES_TABLE = """
+CREATE TABLE IF NOT EXISTS ferry_histories (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    messages INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    value BLOB NOT NULL,
+    PRIMARY KEY (thread_id, checkpoint_ns)
+) WITHOUT ROWID"""
+_SAVED_AT_SQL = (
+    "SELECT checkpoint_id, messages FROM ferry_histories WHERE thread_id = ? AND checkpoint_ns = ?"
+)
+_SAVE_HISTORY_SQL = (
+    "INSERT INTO ferry_histories VALUES (?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE SET checkpoint_id = excluded.checkpoint_id, "
+    "messages = excluded.messages, type = excluded.type, value = excluded.value "
+    "WHERE excluded.messages > ferry_histories.messages"
 )
 
 
@@ -93,6 +112,9 @@ OPENING_STATEMENTS = (
     "PRAGMA journal_mode=WAL",
     "PRAGMA busy_timeout=30000",
     "PRAGMA synchronous=NORMAL",
+    # Read pages in place rather than copying each one: a first read of a long thread touches
+    # all of its pages (a quarter less time in SQLite; the address space is not memory used).
+    "PRAGMA mmap_size=268435456",
     CHECKPOINTS_TABLE,
     WRITES_TABLE,
 )
@@ -124,11 +146,14 @@ class CompactVersions:
 
 
 class FerrySaver(CompactVersions, SqliteSaver):
-    """A SQLite saver that keeps recently rebuilt message histories in memory.
+    """A SQLite saver that keeps rebuilt message histories, in memory and sparsely on disk.
 
-    A checkpoint never changes once written, so the history rebuilt at a checkpoint stays true;
-    the next load walks back only to the nearest remembered checkpoint and replays the writes
-    after it, instead of every write since the thread began.
+    A checkpoint never changes once written, so the history rebuilt at a checkpoint stays true.
+    In memory, the recently rebuilt ones: a running process replays only a turn's new writes.
+    On disk, one per thread, saved again each time the thread's history has doubled: a new
+    process (`ferry history`, a restarted server) replays at most the newer half of a thread,
+    and the saved copies cost at most one compressed history per thread, written in total
+    time linear in its length.
     """
 
     def __init__(self, conn: sqlite3.Connection) -> None:
@@ -137,13 +162,14 @@ class FerrySaver(CompactVersions, SqliteSaver):
         self._histories_lock = threading.Lock()
 
     def setup(self) -> None:
-        """Create LangGraph's tables and Ferry's record of started side-effect calls."""
+        """Create LangGraph's tables, Ferry's record of started calls and its saved histories."""
         super().setup()
         self.conn.execute(
             "CREATE TABLE IF NOT EXISTS ferry_started_calls ("
             "thread_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, "
             "PRIMARY KEY (thread_id, tool_call_id))"
         )
+        self.conn.execute(SAVED_HISTORIES_TABLE)
 
     def first_start(self, thread_id: str, tool_call_id: str) -> bool:
         """Record that a call is starting; False if it had started before."""
@@ -191,7 +217,7 @@ class FerrySaver(CompactVersions, SqliteSaver):
         key = (thread_id, namespace, target)
         if (known := self._remembered(key)) is not None:
             return {"messages": {"writes": [], "seed": known}}
-        history = self._replay_since_remembered(thread_id, namespace, target)
+        history, saved_length = self._replay_since_remembered(thread_id, namespace, target)
         writes = [value for _, _, value in history["writes"]]
         if any(isinstance(value, Overwrite) for value in writes):
             return {"messages": history}  # rare (an edit in Studio): let LangGraph apply it
@@ -199,24 +225,39 @@ class FerrySaver(CompactVersions, SqliteSaver):
         base = seed.value if isinstance(seed, _DeltaSnapshot) else (seed or [])
         messages = fold_messages(list(base), writes)
         self._remember(key, messages)
+        if len(messages) >= max(_SAVE_FROM, 2 * saved_length):
+            self._save_history(key, messages)
         return {"messages": {"writes": [], "seed": messages}}
+
+    def _save_history(self, key: tuple[str, str, str], messages: list[Any]) -> None:
+        """Save the history at a checkpoint as its thread's, unless a longer one is saved."""
+        type_tag, value = self.serde.dumps_typed(messages)
+        try:
+            with self.cursor() as cur:
+                cur.execute(_SAVE_HISTORY_SQL, (*key, len(messages), type_tag, value))
+        except sqlite3.OperationalError as error:  # e.g. a read-only file: only speed is lost
+            log.debug("history of %s not saved: %s", key[0], error)
 
     def _replay_since_remembered(
         self, thread_id: str, namespace: str, target: str
-    ) -> DeltaChannelHistory:
-        """The writes since the nearest remembered or snapshot ancestor, and its history.
+    ) -> tuple[DeltaChannelHistory, int]:
+        """The writes since the nearest remembered, saved or snapshot ancestor, and its history.
 
-        The walk reads ids and one metadata field, and opens a checkpoint only where LangGraph
-        may have stored a snapshot (the counter it keeps since the last one is absent). A
-        snapshot must be honoured: when new input replaces an unfinished step, LangGraph takes
-        one so the abandoned step's stored writes are not replayed.
+        Also returns the length of the thread's saved history (0 if none). The walk reads ids
+        and one metadata field, and opens a checkpoint only where LangGraph may have stored a
+        snapshot (the counter it keeps since the last one is absent). A snapshot must be
+        honoured: when new input replaces an unfinished step, LangGraph takes one so the
+        abandoned step's stored writes are not replayed.
         """
         chain: list[str] = []
         walked: set[str] = set()
         seed: Any = None
         with self.cursor(transaction=False) as cur:
             blobs = cur.connection.cursor()
-            for checkpoint_id, may_hold_snapshot in _ancestors(cur, thread_id, namespace, target):
+            blobs.execute(_SAVED_AT_SQL, (thread_id, namespace))
+            saved_at, saved_length = blobs.fetchone() or (None, 0)
+            cur.execute(_CHAIN_SQL, (thread_id, namespace, target, thread_id, namespace))
+            for checkpoint_id, may_hold_snapshot in cur:
                 if checkpoint_id == target and not walked:
                     walked.add(checkpoint_id)  # its own writes belong to the next step
                     continue
@@ -225,16 +266,19 @@ class FerrySaver(CompactVersions, SqliteSaver):
                 walked.add(checkpoint_id)
                 chain.append(checkpoint_id)
                 seed = self._remembered((thread_id, namespace, checkpoint_id))
+                if seed is None and checkpoint_id == saved_at:
+                    seed = _saved_messages(blobs, self.serde, thread_id, namespace, checkpoint_id)
                 if seed is None and may_hold_snapshot:
                     seed = _stored_messages(blobs, self.serde, thread_id, namespace, checkpoint_id)
                 if seed is not None:
                     break
             rows = self._message_writes(blobs, thread_id, namespace, chain) if chain else []
         seeded = set() if seed is None else {"messages"}
-        return build_delta_channels_writes_history(
+        history = build_delta_channels_writes_history(
             channels=["messages"], chain_by_ch={"messages": chain},
             seed_val_by_ch={"messages": seed}, seeded=seeded, stage2_rows=rows, serde=self.serde,
         )["messages"]  # fmt: skip
+        return history, saved_length
 
     def _message_writes(
         self, cur: sqlite3.Cursor, thread_id: str, namespace: str, chain: list[str]
@@ -244,8 +288,9 @@ class FerrySaver(CompactVersions, SqliteSaver):
             sql = build_delta_stage2_sql(has_task_path=self._has_task_path, chain_lens=[len(chain)])
             cur.execute(sql, [thread_id, namespace, "messages", *chain])
             return cur.fetchall()
-        # A long chain is most of the thread (a first read): one scan of the thread's rows in
-        # key order is a third of the cost of a lookup per checkpoint.
+        # A long chain (a first read) is most of the thread: one scan of the thread's rows costs
+        # less than a lookup per checkpoint, and an id list that long could pass SQLite's limit
+        # on bound parameters (32766).
         task_path = "task_path" if self._has_task_path else "''"
         cur.execute(
             f"SELECT checkpoint_id, channel, task_id, idx, type, value, {task_path} FROM writes "
@@ -259,35 +304,24 @@ class FerrySaver(CompactVersions, SqliteSaver):
         """Delete a thread's checkpoints and writes, and forget its remembered histories."""
         super().delete_thread(thread_id)
         with self.cursor() as cur:
-            cur.execute("DELETE FROM ferry_started_calls WHERE thread_id = ?", (str(thread_id),))
+            for table in ("ferry_started_calls", "ferry_histories"):
+                cur.execute(f"DELETE FROM {table} WHERE thread_id = ?", (str(thread_id),))
         with self._histories_lock:
             for key in [k for k in self._histories if k[0] == str(thread_id)]:
                 del self._histories[key]
 
 
-def _ancestors(
-    cur: sqlite3.Cursor, thread_id: str, namespace: str, target: str
-) -> Iterator[tuple[str, bool]]:
-    """`target` and its ancestors, nearest first, each with whether it may hold a snapshot.
-
-    The first steps follow parent links a lookup at a time: a running thread finds a remembered
-    history within a few. A longer walk (a first read of a long thread) loads all the thread's
-    links in one scan, which costs about half as much as a lookup per checkpoint.
-    """
-    keys = (thread_id, namespace)
-    cur.execute(_CHAIN_SQL, (*keys, target, *keys))
-    parent = None
-    for steps, row in enumerate(cur):
-        checkpoint_id, parent, may_hold_snapshot = row
-        yield checkpoint_id, bool(may_hold_snapshot)
-        if steps == _LOOKUPS:
-            break
-    else:
-        return
-    links = {row[0]: row for row in cur.execute(_LINKS_SQL, keys)}
-    while parent in links:
-        checkpoint_id, parent, may_hold_snapshot = links.pop(parent)  # popped: no loop repeats
-        yield checkpoint_id, bool(may_hold_snapshot)
+def _saved_messages(
+    cur: sqlite3.Cursor, serde: Any, thread_id: str, namespace: str, checkpoint_id: str
+) -> Any:
+    """The history saved at a checkpoint, or None if it is no longer the one saved."""
+    cur.execute(
+        "SELECT type, value FROM ferry_histories "
+        "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+        (thread_id, namespace, checkpoint_id),
+    )
+    row = cur.fetchone()
+    return serde.loads_typed((row[0], row[1])) if row else None
 
 
 def _stored_messages(

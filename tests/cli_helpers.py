@@ -175,6 +175,18 @@ def stored_tool_results(db: Path, thread_id: str) -> list[ToolMessage]:
     return [m for m in messages if isinstance(m, ToolMessage)]
 
 
+def stored_text(db: Path) -> str:
+    """Everything the database holds, decoded: stored values are compressed, so a secret in
+    one would not show in the file's bytes."""
+    with open_saver(Settings(db=db)) as saver:
+        rows = [
+            *saver.conn.execute("SELECT type, checkpoint, metadata FROM checkpoints"),
+            *saver.conn.execute("SELECT type, value, channel FROM writes"),
+            *saver.conn.execute("SELECT type, value, checkpoint_id FROM ferry_histories"),
+        ]
+        return "\n".join(f"{saver.serde.loads_typed((t, v))!r} {other!r}" for t, v, other in rows)
+
+
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
     """Poll `condition` until it holds; fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout

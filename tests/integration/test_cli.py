@@ -21,6 +21,7 @@ from tests.cli_helpers import (
     new_thread_id,
     one_json_object,
     roles,
+    stored_text,
     succeeded,
 )
 from tests.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
@@ -439,6 +440,9 @@ def test_the_api_key_is_never_printed_logged_or_stored(
     stored = sorted(tmp_path.glob("ferry.db*"))
     assert tmp_path / "ferry.db" in stored
     assert not [path.name for path in stored if SECRET.encode() in path.read_bytes()]
+    decoded = stored_text(tmp_path / "ferry.db")
+    assert "Bogotá" in decoded and "450" in decoded  # the decoding reaches the messages
+    assert SECRET not in decoded
     logged = log_file.read_text(encoding="utf-8")
     assert SECRET not in logged
     assert any(json.loads(line).get("event") == "model_call" for line in logged.splitlines())

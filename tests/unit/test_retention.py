@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -25,7 +26,8 @@ def echo(text: str) -> str:
     Args:
         text: what to echo.
     """
-    return text * 50
+    # Hash words: stored compressed, they still take real space, so compaction shows.
+    return " ".join(hashlib.sha256(f"{text}{i}".encode()).hexdigest() for i in range(40))
 
 
 def _conversation(db: Path, thread: str, turns: int) -> Any:
@@ -81,7 +83,7 @@ def test_prune_keeps_a_pending_run_resumable(tmp_path: Path) -> None:
     )
     result = resumed.invoke(None, config)
     assert result["stop_reason"] == "answered"
-    assert result["messages"][-2].content == "late" * 50
+    assert result["messages"][-2].content == echo.invoke({"text": "late"})
     assert [m.content for m in result["messages"][:2]] == ["q0", result["messages"][1].content]
 
 

@@ -30,6 +30,7 @@ from tests.scripted import ScriptedModel, answer, tool_call
 from tools import calculator
 
 SERDE = FerrySerializer()
+SERDE_PLAIN = JsonPlusSerializer()
 NOON = datetime.datetime(2026, 11, 30, 12, tzinfo=datetime.UTC)
 
 
@@ -106,28 +107,34 @@ def test_values_msgpack_cannot_carry_exactly_take_langgraphs_path(messages: list
     assert [type(m) for m in loaded] == [type(m) for m in messages]
 
 
-def test_large_values_are_compressed_and_small_ones_are_not() -> None:
+def test_values_are_compressed_unless_too_small_to_gain() -> None:
     big = [ToolMessage("weather report " * 200, tool_call_id="c", id="t")]
     tag, data = SERDE.dumps_typed(big)
-    assert tag == MESSAGES + "+zstd"
+    assert tag == MESSAGES + "+zd1"
     assert len(data) < len(big[0].content) / 10
     assert SERDE.loads_typed((tag, data)) == big
-    assert SERDE.dumps_typed({"stop_reason": "answered"})[0] == "msgpack"
+    # A short reply shrinks too: the dictionary already holds the field names.
+    reply = [AIMessage("", id="a", tool_calls=[{"name": "get_weather", "args": {}, "id": "c"}])]
+    tag, data = SERDE.dumps_typed(reply)
+    assert tag == MESSAGES + "+zd1" and len(data) < len(SERDE_PLAIN.dumps_typed(reply)[1]) / 2
+    assert SERDE.loads_typed((tag, data)) == reply
+    assert SERDE.dumps_typed({"stop_reason": "answered"}) == SERDE_PLAIN.dumps_typed(
+        {"stop_reason": "answered"}
+    )
 
 
 def test_values_stored_by_langgraph_or_an_earlier_ferry_still_load() -> None:
     messages = _conversation()
-    plain = JsonPlusSerializer().dumps_typed(messages)
+    plain = SERDE_PLAIN.dumps_typed(messages)
     assert SERDE.loads_typed(plain) == messages
     earlier = (plain[0] + "+zlib", zlib.compress(plain[1], 1))  # how Ferry stored them before
     assert SERDE.loads_typed(earlier) == messages
 
 
 def test_fields_from_another_version_are_validated_instead_of_trusted() -> None:
-    tag, data = SERDE.dumps_typed([HumanMessage("hello", id="h")])
-    entries = ormsgpack.unpackb(data)
-    entries[0][1]["renamed_field"] = "from a newer langchain-core"
-    loaded = SERDE.loads_typed((tag, ormsgpack.packb(entries)))
+    # The stored form: [[class name, fields that differ from their defaults], ...]
+    fields = {"content": "hello", "id": "h", "renamed_field": "from a newer langchain-core"}
+    loaded = SERDE.loads_typed((MESSAGES, ormsgpack.packb([["HumanMessage", fields]])))
     assert loaded[0].content == "hello"
     assert loaded[0].model_extra == {"renamed_field": "from a newer langchain-core"}
 
