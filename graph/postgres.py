@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
 from graph.models import ConfigError
+from graph.serde import FerrySerializer
 
 try:
     import psycopg
@@ -54,7 +55,12 @@ def connect(url: str) -> psycopg.Connection[DictRow]:
 
 
 class FerryPostgresSaver(PostgresSaver):
-    """LangGraph's Postgres saver, plus Ferry's record of started side-effect calls."""
+    """LangGraph's Postgres saver with Ferry's serializer, and its record of started calls."""
+
+    def __init__(
+        self, conn: psycopg.Connection[DictRow] | ConnectionPool[psycopg.Connection[DictRow]]
+    ) -> None:
+        super().__init__(conn, serde=FerrySerializer())
 
     def setup(self) -> None:
         """Create or migrate LangGraph's tables, and Ferry's."""
@@ -179,4 +185,4 @@ async def async_postgres_saver(url: str) -> AsyncIterator[AsyncPostgresSaver]:
         name="ferry-server",
         open=False,  # opened by `async with`
     ) as pool:
-        yield AsyncPostgresSaver(pool)
+        yield AsyncPostgresSaver(pool, serde=FerrySerializer())
