@@ -19,10 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.checkpoint.sqlite._delta import (
-    build_delta_channels_writes_history,
-    build_delta_stage2_sql,
-)
+from langgraph.checkpoint.sqlite._delta import build_delta_channels_writes_history
 from langgraph.types import Overwrite
 
 from graph.serde import FerrySerializer
@@ -31,7 +28,7 @@ from graph.state import fold_messages
 log = logging.getLogger("ferry.saver")
 _CACHED_HISTORIES = 128
 _SAVE_FROM = 200  # messages; a shorter history replays in a few milliseconds
-_LOOKUPS = 64  # checkpoints whose writes are fetched by id; a longer chain scans the thread
+_SAVE_GROWTH = 1.5  # save again once the history has grown by half: a read replays at most a third
 # LangGraph's own tables, created first WITHOUT ROWID (LangGraph then finds them; the columns are
 # its own): each row lives in its primary-key index instead of beside a second copy of its key
 # (~150 bytes a row, two dozen rows a turn). With 8 KB pages the 1-2 KB message rows still pack
@@ -95,12 +92,6 @@ CREATE TABLE IF NOT EXISTS ferry_histories (
 _SAVED_AT_SQL = (
     "SELECT checkpoint_id, messages FROM ferry_histories WHERE thread_id = ? AND checkpoint_ns = ?"
 )
-_SAVE_HISTORY_SQL = (
-    "INSERT INTO ferry_histories VALUES (?, ?, ?, ?, ?, ?) "
-    "ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE SET checkpoint_id = excluded.checkpoint_id, "
-    "messages = excluded.messages, type = excluded.type, value = excluded.value "
-    "WHERE excluded.messages > ferry_histories.messages"
-)
 
 
 OPENING_STATEMENTS = (
@@ -150,10 +141,10 @@ class FerrySaver(CompactVersions, SqliteSaver):
 
     A checkpoint never changes once written, so the history rebuilt at a checkpoint stays true.
     In memory, the recently rebuilt ones: a running process replays only a turn's new writes.
-    On disk, one per thread, saved again each time the thread's history has doubled: a new
-    process (`ferry history`, a restarted server) replays at most the newer half of a thread,
-    and the saved copies cost at most one compressed history per thread, written in total
-    time linear in its length.
+    On disk, one per thread, saved again each time the thread's history has grown by half: a
+    new process (`ferry history`, a restarted server) replays at most the newest third of a
+    thread, the saved copy costs at most one compressed history per thread, and the saves take
+    time linear in the thread's length in total (each is half again the size of the last).
     """
 
     def __init__(self, conn: sqlite3.Connection) -> None:
@@ -225,16 +216,27 @@ class FerrySaver(CompactVersions, SqliteSaver):
         base = seed.value if isinstance(seed, _DeltaSnapshot) else (seed or [])
         messages = fold_messages(list(base), writes)
         self._remember(key, messages)
-        if len(messages) >= max(_SAVE_FROM, 2 * saved_length):
+        if len(messages) >= max(_SAVE_FROM, _SAVE_GROWTH * saved_length):
             self._save_history(key, messages)
         return {"messages": {"writes": [], "seed": messages}}
 
     def _save_history(self, key: tuple[str, str, str], messages: list[Any]) -> None:
         """Save the history at a checkpoint as its thread's, unless a longer one is saved."""
+        thread_id, namespace, checkpoint_id = key
         type_tag, value = self.serde.dumps_typed(messages)
         try:
             with self.cursor() as cur:
-                cur.execute(_SAVE_HISTORY_SQL, (*key, len(messages), type_tag, value))
+                # Delete first, in the same transaction: the new copy then reuses the old one's
+                # pages instead of growing the file by its whole size.
+                cur.execute(
+                    "DELETE FROM ferry_histories "
+                    "WHERE thread_id = ? AND checkpoint_ns = ? AND messages < ?",
+                    (thread_id, namespace, len(messages)),
+                )
+                cur.execute(
+                    "INSERT OR IGNORE INTO ferry_histories VALUES (?, ?, ?, ?, ?, ?)",
+                    (thread_id, namespace, checkpoint_id, len(messages), type_tag, value),
+                )
         except sqlite3.OperationalError as error:  # e.g. a read-only file: only speed is lost
             log.debug("history of %s not saved: %s", key[0], error)
 
@@ -283,19 +285,17 @@ class FerrySaver(CompactVersions, SqliteSaver):
     def _message_writes(
         self, cur: sqlite3.Cursor, thread_id: str, namespace: str, chain: list[str]
     ) -> list[Any]:
-        """The `messages` writes stored at the checkpoints in `chain` (LangGraph's stage-2 rows)."""
-        if len(chain) <= _LOOKUPS:
-            sql = build_delta_stage2_sql(has_task_path=self._has_task_path, chain_lens=[len(chain)])
-            cur.execute(sql, [thread_id, namespace, "messages", *chain])
-            return cur.fetchall()
-        # A long chain (a first read) is most of the thread: one scan of the thread's rows costs
-        # less than a lookup per checkpoint, and an id list that long could pass SQLite's limit
-        # on bound parameters (32766).
+        """The `messages` writes stored at the checkpoints in `chain` (LangGraph's stage-2 rows).
+
+        One range of the primary key holds them all: the rows between the chain's smallest and
+        largest ids (a branch forked off the chain may have rows in between; they are left out).
+        """
         task_path = "task_path" if self._has_task_path else "''"
         cur.execute(
             f"SELECT checkpoint_id, channel, task_id, idx, type, value, {task_path} FROM writes "
-            "WHERE thread_id = ? AND checkpoint_ns = ? AND channel = 'messages'",
-            (thread_id, namespace),
+            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id BETWEEN ? AND ? "
+            "AND channel = 'messages'",
+            (thread_id, namespace, min(chain), max(chain)),
         )
         wanted = set(chain)
         return [row for row in cur if row[0] in wanted]

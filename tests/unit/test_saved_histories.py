@@ -1,7 +1,7 @@
 """A new process reads a long thread from its saved history and the writes after it.
 
-The saver saves a thread's history each time it has doubled (from 200 messages on), one row per
-thread. These tests check what users would notice if that went wrong: a cold read that differs
+The saver saves a thread's history each time it has grown by half (from 200 messages on), one
+row per thread. These tests check what users would notice if that went wrong: a cold read that differs
 from what the running process saw, time travel or a fork that picks up the wrong history, a
 saved copy left behind by prune or delete, or copies that pile up.
 """
@@ -88,7 +88,7 @@ def test_one_copy_per_thread_replaced_only_by_a_longer_one(tmp_path: Path) -> No
     [(_, first_at, first_length)] = _saved(db)
     _run(running, range(60, 110))
     [(_, later_at, later_length)] = _saved(db)
-    assert later_at != first_at and later_length >= 2 * first_length
+    assert later_at != first_at and later_length >= 1.5 * first_length
 
     # Reading an older checkpoint in a new process rebuilds a shorter history: it is not saved.
     early = list(running.get_state_history(CONFIG))[-40]
