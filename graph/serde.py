@@ -1,11 +1,12 @@
-"""How Ferry stores values: message lists in a compact form, large values zstd-compressed.
+"""How Ferry stores values: message lists in a compact form, everything zstd-compressed.
 
 A thread's history is stored as the messages each step wrote (see `graph.state`), and a process
-that has not seen the thread yet — `ferry history`, a restarted server — decodes every one of
-them. LangGraph's serializer stores each message with all its fields and rebuilds it through
-pydantic validation; a message list written here stores only the fields that differ from their
-defaults and is rebuilt without re-validating what was validated when it was made. Anything
-else (and any message list holding a value msgpack cannot carry exactly) takes LangGraph's path.
+that has not seen the thread yet — `ferry history`, a restarted server — decodes many of them.
+LangGraph's serializer stores each message with all its fields and rebuilds it through pydantic
+validation; a message list written here stores only the fields that differ from their defaults
+and is rebuilt without re-validating what was validated when it was made. Anything else (and
+any message list holding a value msgpack cannot carry exactly) takes LangGraph's path. Values of
+32 bytes or more are compressed with Ferry's zstd dictionary (`graph.dictionary`).
 """
 
 from __future__ import annotations

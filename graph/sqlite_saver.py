@@ -104,7 +104,7 @@ OPENING_STATEMENTS = (
     "PRAGMA busy_timeout=30000",
     "PRAGMA synchronous=NORMAL",
     # Read pages in place rather than copying each one: a first read of a long thread touches
-    # all of its pages (a quarter less time in SQLite; the address space is not memory used).
+    # all of its pages (about 15% less time in SQLite; the address space is not memory used).
     "PRAGMA mmap_size=268435456",
     CHECKPOINTS_TABLE,
     WRITES_TABLE,

@@ -63,7 +63,10 @@ def _with_stable_ids(position: int, items: list[Any]) -> list[BaseMessage]:
 def _merge_one(messages: list[AnyMessage], index: dict[str, int], update: Any) -> None:
     """Apply one update in place: replace by id, file a tool result after its call, or append."""
     items = update if isinstance(update, list) else [update]
-    for item in items:  # the usual case, and every replayed write: messages with ids
+    # Every replayed write, and nearly every live one, is messages that already have ids: they
+    # are placed as they are. Anything else (tuples, dicts, id-less messages, removals) is
+    # converted first.
+    for item in items:
         if not isinstance(item, BaseMessage) or not item.id or isinstance(item, RemoveMessage):
             break
     else:

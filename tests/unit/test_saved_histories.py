@@ -1,10 +1,9 @@
 """A new process reads a long thread from its saved history and the writes after it.
 
 The saver saves a thread's history each time it has grown by half (from 200 messages on), one
-row per thread. These tests check what users would notice if that went wrong: a cold read that differs
-from what the running process saw, time travel or a fork that picks up the wrong history, a
-saved copy left behind by prune or delete, or copies that pile up.
-"""
+row per thread. These tests check what users would notice if that went wrong: a cold read that
+differs from what the running process saw, time travel or a fork that picks up the wrong
+history, a saved copy left behind by prune or delete, or copies that pile up."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import ormsgpack
 import pytest
+import zstandard
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -127,8 +128,11 @@ def test_values_stored_by_langgraph_or_an_earlier_ferry_still_load() -> None:
     messages = _conversation()
     plain = SERDE_PLAIN.dumps_typed(messages)
     assert SERDE.loads_typed(plain) == messages
-    earlier = (plain[0] + "+zlib", zlib.compress(plain[1], 1))  # how Ferry stored them before
-    assert SERDE.loads_typed(earlier) == messages
+    for earlier in (  # how earlier Ferry versions stored them
+        (plain[0] + "+zlib", zlib.compress(plain[1], 1)),
+        (plain[0] + "+zstd", zstandard.ZstdCompressor().compress(plain[1])),
+    ):
+        assert SERDE.loads_typed(earlier) == messages
 
 
 def test_fields_from_another_version_are_validated_instead_of_trusted() -> None:
