@@ -19,6 +19,7 @@ SYSTEM_PROMPT = (
 )
 MAX_RESULT_CHARS = 16_000
 OMITTED = "[Older tool result omitted to keep the prompt small; call the tool again if needed.]"
+_OMITTED_TOKENS = len(OMITTED) // 4 + 4  # approx_tokens of a placeholder
 
 
 def approx_tokens(message: BaseMessage) -> int:
@@ -45,15 +46,16 @@ def for_model(messages: Sequence[AnyMessage], context_tokens: int) -> list[BaseM
     """
     sent: list[BaseMessage] = [SystemMessage(SYSTEM_PROMPT)]
     sent += [_truncated(m) if isinstance(m, ToolMessage) else m for m in messages]
-    total = sum(approx_tokens(m) for m in sent)
+    tokens = [approx_tokens(m) for m in sent]
+    total = sum(tokens)
     current_turn = turn_start(messages) + 1  # +1: the system prompt comes first
     for i in range(1, current_turn):
         if total <= context_tokens:
             break
         message = sent[i]
-        if isinstance(message, ToolMessage) and message_text(message) != OMITTED:
-            total -= approx_tokens(message) - len(OMITTED) // 4 - 4
+        if isinstance(message, ToolMessage):
             sent[i] = _omitted(message)
+            total -= tokens[i] - _OMITTED_TOKENS
     return sent
 
 
