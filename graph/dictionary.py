@@ -20,7 +20,6 @@ import hashlib
 import sqlite3
 import sys
 import tempfile
-from importlib import resources
 from pathlib import Path
 
 import zstandard
@@ -36,7 +35,7 @@ class DictionaryError(RuntimeError):
 @functools.cache
 def dictionary() -> zstandard.ZstdCompressionDict:
     """The frozen dictionary, checked against its digest."""
-    data = resources.files("graph").joinpath(NAME).read_bytes()
+    data = Path(__file__).with_name(NAME).read_bytes()
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     if digest != DIGEST:
         raise DictionaryError(f"{NAME} is {digest}, expected {DIGEST}: reinstall Ferry")
