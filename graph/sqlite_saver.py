@@ -267,11 +267,12 @@ class FerrySaver(CompactVersions, SqliteSaver):
                     break  # a re-put checkpoint made the chain loop
                 walked.add(checkpoint_id)
                 chain.append(checkpoint_id)
-                seed = self._remembered((thread_id, namespace, checkpoint_id))
+                key = (thread_id, namespace, checkpoint_id)
+                seed = self._remembered(key)
                 if seed is None and checkpoint_id == saved_at:
-                    seed = _saved_messages(blobs, self.serde, thread_id, namespace, checkpoint_id)
+                    seed = _saved_messages(blobs, self.serde, key)
                 if seed is None and may_hold_snapshot:
-                    seed = _stored_messages(blobs, self.serde, thread_id, namespace, checkpoint_id)
+                    seed = _stored_messages(blobs, self.serde, key)
                 if seed is not None:
                     break
             rows = self._message_writes(blobs, thread_id, namespace, chain) if chain else []
@@ -311,28 +312,19 @@ class FerrySaver(CompactVersions, SqliteSaver):
                 del self._histories[key]
 
 
-def _saved_messages(
-    cur: sqlite3.Cursor, serde: Any, thread_id: str, namespace: str, checkpoint_id: str
-) -> Any:
+def _saved_messages(cur: sqlite3.Cursor, serde: Any, key: tuple[str, str, str]) -> Any:
     """The history saved at a checkpoint, or None if it is no longer the one saved."""
-    cur.execute(
-        "SELECT type, value FROM ferry_histories "
-        "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-        (thread_id, namespace, checkpoint_id),
-    )
+    return _decoded(cur, serde, "SELECT type, value FROM ferry_histories", key)
+
+
+def _stored_messages(cur: sqlite3.Cursor, serde: Any, key: tuple[str, str, str]) -> Any:
+    """The messages a checkpoint stores itself (a snapshot), or None."""
+    checkpoint = _decoded(cur, serde, "SELECT type, checkpoint FROM checkpoints", key) or {}
+    return checkpoint.get("channel_values", {}).get("messages")
+
+
+def _decoded(cur: sqlite3.Cursor, serde: Any, select: str, key: tuple[str, str, str]) -> Any:
+    """The (type, value) a query selects for one checkpoint of a thread, decoded; or None."""
+    cur.execute(f"{select} WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?", key)
     row = cur.fetchone()
     return serde.loads_typed((row[0], row[1])) if row else None
-
-
-def _stored_messages(
-    cur: sqlite3.Cursor, serde: Any, thread_id: str, namespace: str, checkpoint_id: str
-) -> Any:
-    """The messages a checkpoint stores itself (a snapshot), or None."""
-    cur.execute(
-        "SELECT type, checkpoint FROM checkpoints "
-        "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-        (thread_id, namespace, checkpoint_id),
-    )
-    row = cur.fetchone()
-    checkpoint = serde.loads_typed((row[0], row[1])) if row else {}
-    return checkpoint.get("channel_values", {}).get("messages")
