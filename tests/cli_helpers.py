@@ -61,8 +61,15 @@ def ferry(
     *args: str, env: dict[str, str], cwd: Path, timeout: float = RUN_TIMEOUT_S
 ) -> subprocess.CompletedProcess[str]:
     """Run `ferry ARGS…` to completion and capture its output."""
+    return run_command([*FERRY, *args], env=env, cwd=cwd, timeout=timeout)
+
+
+def run_command(
+    argv: list[str], *, env: dict[str, str], cwd: Path, timeout: float = RUN_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
+    """Run a command to completion with no stdin, capturing its output as text."""
     return subprocess.run(
-        [*FERRY, *args],
+        argv,
         env=env,
         cwd=cwd,
         stdin=subprocess.DEVNULL,

@@ -24,6 +24,7 @@ from graph.settings import Settings
 from graph.text import message_text
 from tests.cli_helpers import ferry, ferry_env, history, one_json_object, succeeded
 from tests.servers.anthropic import AnthropicServer, anthropic_answer, anthropic_tool_uses
+from tests.turns import ask
 
 CALLS: list[str] = []
 
@@ -59,13 +60,6 @@ def make(server: AnthropicServer, db: Path, **settings: Any) -> Any:
     return build_graph(
         model=model, tools=[lookup], checkpointer=sqlite_saver(db), settings=Settings(**settings)
     )
-
-
-def ask(graph: Any, text: str, thread: str = "t1") -> dict[str, Any]:
-    result: dict[str, Any] = graph.invoke(
-        {"messages": [("user", text)]}, {"configurable": {"thread_id": thread}}
-    )
-    return result
 
 
 def blocks(message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from tests.cli_helpers import (
     new_thread_id,
     one_json_object,
     roles,
+    run_command,
     stored_text,
     succeeded,
 )
@@ -303,31 +304,14 @@ def test_the_console_script_is_installed(tmp_path: Path) -> None:
     if not script.exists():
         pytest.skip("no `ferry` console script next to this interpreter")
 
-    done = subprocess.run(
-        [str(script), "ask", "--help"],
-        env=ferry_env(tmp_path),
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_command([str(script), "ask", "--help"], env=ferry_env(tmp_path), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: ferry ask")
 
 
 def test_help_imports_no_langgraph_or_provider_sdk(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "graph.cli", "--help"],
-        env=ferry_env(tmp_path),
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    argv = [sys.executable, "-X", "importtime", "-m", "graph.cli", "--help"]
+    done = run_command(argv, env=ferry_env(tmp_path), cwd=tmp_path)
     assert done.returncode == 0
     imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()]
     assert "graph" in imported and "argparse" in imported

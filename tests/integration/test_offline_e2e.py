@@ -6,7 +6,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
@@ -15,6 +14,7 @@ from graph import build_graph
 from graph.guards import turn_counters
 from graph.persistence import sqlite_saver
 from tests.servers.openmeteo import OpenMeteoServer
+from tests.turns import ask
 
 
 @pytest.fixture
@@ -26,13 +26,6 @@ def weather(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenMeteoServer]:
         monkeypatch.setenv("FERRY_FORECAST_URL", server.url + "/v1")
         monkeypatch.setenv("FERRY_MODEL", "offline")
         yield server
-
-
-def ask(graph: Any, text: str) -> dict[str, Any]:
-    result: dict[str, Any] = graph.invoke(
-        {"messages": [("user", text)]}, {"configurable": {"thread_id": "e2e"}}
-    )
-    return result
 
 
 def test_three_intents_become_three_parallel_calls(

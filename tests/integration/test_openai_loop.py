@@ -21,6 +21,7 @@ from graph.guards import turn_counters
 from graph.persistence import sqlite_saver
 from graph.settings import Settings
 from tests.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
+from tests.turns import ask
 
 CALLS: list[str] = []
 
@@ -69,13 +70,6 @@ def make(server: OpenAIServer, db: Path, **settings: Any) -> Any:
         checkpointer=sqlite_saver(db),
         settings=Settings(**settings),
     )
-
-
-def ask(graph: Any, text: str, thread: str = "t1") -> dict[str, Any]:
-    result: dict[str, Any] = graph.invoke(
-        {"messages": [("user", text)]}, {"configurable": {"thread_id": thread}}
-    )
-    return result
 
 
 def test_parallel_calls_then_answer(server: OpenAIServer, tmp_path: Path) -> None:

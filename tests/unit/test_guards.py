@@ -20,6 +20,7 @@ from graph.persistence import sqlite_saver
 from graph.settings import Settings
 from graph.state import merge_messages
 from tests.scripted import ScriptedModel, answer, parallel, tool_call, with_usage
+from tests.turns import ask
 
 RUNS: list[str] = []
 
@@ -61,12 +62,6 @@ def make(model: ScriptedModel, checkpointer: Any = None, **settings: Any) -> Any
         checkpointer=checkpointer or InMemorySaver(),
         settings=Settings(**settings),
     )
-
-
-def ask(graph: Any, text: str, thread: str = "t1") -> dict[str, Any]:
-    config = {"configurable": {"thread_id": thread}}
-    result: dict[str, Any] = graph.invoke({"messages": [("user", text)]}, config)
-    return result
 
 
 def assert_every_call_answered_in_place(messages: list[Any]) -> None:

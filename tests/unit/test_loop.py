@@ -17,6 +17,7 @@ from graph.guards import turn_counters
 from graph.persistence import sqlite_saver
 from graph.settings import Settings
 from tests.scripted import ScriptedModel, UnexpectedModelCall, answer, parallel, tool_call
+from tests.turns import ask
 
 CALLS: list[tuple[str, dict[str, Any]]] = []
 
@@ -84,13 +85,6 @@ def make(model: ScriptedModel, checkpointer: Any = None, **settings: Any) -> Any
         checkpointer=checkpointer or InMemorySaver(),
         settings=Settings(**settings),
     )
-
-
-def ask(graph: Any, text: str, thread: str = "t1") -> dict[str, Any]:
-    result: dict[str, Any] = graph.invoke(
-        {"messages": [("user", text)]}, {"configurable": {"thread_id": thread}}
-    )
-    return result
 
 
 def kinds(messages: list[Any]) -> list[str]:

@@ -14,6 +14,7 @@ from langchain_openai import ChatOpenAI
 
 from graph.models import ConfigError, make_model
 from graph.offline import OfflineModel
+from tests.cli_helpers import run_command
 
 _PROVIDER_URLS = ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_URL", "OLLAMA_HOST", "LANGSMITH_GATEWAY")
 
@@ -119,16 +120,7 @@ def test_ollama_without_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def run_cli(tmp_path: Path, *code: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "FERRY_MODEL": "anthropic:claude-x", "FERRY_DB": str(tmp_path / "db")}
-    return subprocess.run(
-        [sys.executable, *code],
-        env=env,
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_command([sys.executable, *code], env=env, cwd=tmp_path)
 
 
 def test_cli_says_the_key_is_missing_in_one_line(tmp_path: Path) -> None:
