@@ -27,3 +27,10 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("FERRY_TAVILY_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("FERRY_GEOCODING_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("FERRY_FORECAST_URL", "http://127.0.0.1:9")
+
+
+@pytest.fixture
+def fast_faults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Short HTTP timeouts and retry budget, so the tools' fault tests stay quick."""
+    monkeypatch.setenv("FERRY_HTTP_TIMEOUT_S", "0.5")
+    monkeypatch.setenv("FERRY_HTTP_RETRY_TOTAL_S", "1.5")

@@ -26,13 +26,6 @@ def openmeteo(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenMeteoServer]:
         yield server
 
 
-@pytest.fixture
-def fast_faults(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Short timeouts and retry budget, so fault tests stay quick."""
-    monkeypatch.setenv("FERRY_HTTP_TIMEOUT_S", "0.5")
-    monkeypatch.setenv("FERRY_HTTP_RETRY_TOTAL_S", "1.5")
-
-
 def weather(city: str, units: str = "celsius") -> str:
     reply = get_weather.invoke({"city": city, "units": units})
     assert isinstance(reply, str)

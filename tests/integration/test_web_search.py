@@ -24,13 +24,6 @@ def tavily(monkeypatch: pytest.MonkeyPatch) -> Iterator[TavilyServer]:
         yield server
 
 
-@pytest.fixture
-def fast_faults(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Short timeouts and retry budget, so fault tests stay quick."""
-    monkeypatch.setenv("FERRY_HTTP_TIMEOUT_S", "0.5")
-    monkeypatch.setenv("FERRY_HTTP_RETRY_TOTAL_S", "1.5")
-
-
 def search(query: str = "ferry timetables", **args: object) -> str:
     reply = web_search.invoke({"query": query, **args})
     assert isinstance(reply, str)
