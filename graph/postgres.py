@@ -14,8 +14,9 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
+from graph.allowlist import NamesThreadOnRefusal
 from graph.models import ConfigError
-from graph.serde import FerrySerializer
+from graph.serde import serializer
 
 try:
     import psycopg
@@ -54,13 +55,13 @@ def connect(url: str) -> psycopg.Connection[DictRow]:
         raise ConfigError(f"cannot connect to Postgres (FERRY_DATABASE_URL): {reason}") from exc
 
 
-class FerryPostgresSaver(PostgresSaver):
+class FerryPostgresSaver(NamesThreadOnRefusal, PostgresSaver):
     """LangGraph's Postgres saver with Ferry's serializer, and its record of started calls."""
 
     def __init__(
         self, conn: psycopg.Connection[DictRow] | ConnectionPool[psycopg.Connection[DictRow]]
     ) -> None:
-        super().__init__(conn, serde=FerrySerializer())
+        super().__init__(conn, serde=serializer())
 
     def setup(self) -> None:
         """Create or migrate LangGraph's tables, and Ferry's."""
@@ -154,6 +155,10 @@ def open_postgres_saver(url: str) -> Iterator[FerryPostgresSaver]:
             conn.close()
 
 
+class AsyncFerryPostgresSaver(NamesThreadOnRefusal, AsyncPostgresSaver):
+    """LangGraph's async Postgres saver, for the server; a refused value names its thread."""
+
+
 def postgres_saver(url: str) -> FerryPostgresSaver:
     """A saver on a connection pool that lives as long as the process and replaces lost links."""
     postgres_setup(url)
@@ -172,7 +177,7 @@ def postgres_saver(url: str) -> FerryPostgresSaver:
 
 
 @asynccontextmanager
-async def async_postgres_saver(url: str) -> AsyncIterator[AsyncPostgresSaver]:
+async def async_postgres_saver(url: str) -> AsyncIterator[AsyncFerryPostgresSaver]:
     """The server's saver, on a connection pool open for the server's lifetime."""
     await asyncio.to_thread(postgres_setup, url)
     async with AsyncConnectionPool(
@@ -185,4 +190,4 @@ async def async_postgres_saver(url: str) -> AsyncIterator[AsyncPostgresSaver]:
         name="ferry-server",
         open=False,  # opened by `async with`
     ) as pool:
-        yield AsyncPostgresSaver(pool, serde=FerrySerializer())
+        yield AsyncFerryPostgresSaver(pool, serde=serializer())

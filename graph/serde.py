@@ -1,4 +1,4 @@
-"""How Ferry stores values: message lists in a compact form, everything zstd-compressed.
+"""How Ferry stores values: message lists in a compact form, compressed, optionally encrypted.
 
 A thread's history is stored as the messages each step wrote (see `graph.state`), and a process
 that has not seen the thread yet — `ferry history`, a restarted server — decodes many of them.
@@ -6,55 +6,51 @@ LangGraph's serializer stores each message with all its fields and rebuilds it t
 validation; a message list written here stores only the fields that differ from their defaults
 and is rebuilt without re-validating what was validated when it was made. Anything else (and
 any message list holding a value msgpack cannot carry exactly) takes LangGraph's path. Values of
-32 bytes or more are compressed with Ferry's zstd dictionary (`graph.dictionary`).
+32 bytes or more are compressed with Ferry's zstd dictionary (`graph.dictionary`), and with
+`FERRY_ENCRYPTION_KEY` set every value is encrypted with AES (LangGraph's cipher). Stored data is
+never trusted: what it may name is `graph.allowlist`'s table, what it may decompress to is capped.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 import ormsgpack
 import zstandard
-from langchain_core.messages import (
-    AIMessage,
-    AIMessageChunk,
-    BaseMessage,
-    ChatMessage,
-    ChatMessageChunk,
-    FunctionMessage,
-    FunctionMessageChunk,
-    HumanMessage,
-    HumanMessageChunk,
-    RemoveMessage,
-    SystemMessage,
-    SystemMessageChunk,
-    ToolMessage,
-    ToolMessageChunk,
-)
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from graph.allowlist import MESSAGE_CLASSES, StoredValueError, Unpacker, allowing, load_json
 from graph.dictionary import dictionary
+from graph.log import redact
+from graph.settings import ConfigError, Settings, get_settings
+
+__all__ = ["MESSAGES", "FerrySerializer", "StoredValueError", "serializer"]
 
 MESSAGES = "ferry-msgs"
 """Type tag of a message list in the compact form (stored on every row: kept short)."""
 _DICTIONARY = "+zd1"  # zstd with Ferry's dictionary 1 (graph/dictionary.py)
 _ZSTD = "+zstd"  # zstd alone, written by earlier versions; still read
 _ZLIB = "+zlib"  # likewise
+_AES = "+aes"  # LangGraph's AES cipher (EAX), outermost
 _WORTH_TRYING = 32  # bytes; with the dictionary even a short reply shrinks by half
 _LEVEL = 3  # zstd's default: most of the gain, a few microseconds a value
+MAX_VALUE_BYTES = 64 * 2**20
+"""What one stored value may decompress to (`FERRY_MAX_STORED_VALUE_MB`): a read's memory bound.
 
-_CLASSES: dict[str, type[BaseMessage]] = {
-    cls.__name__: cls
-    for cls in (
-        AIMessage, AIMessageChunk, ChatMessage, ChatMessageChunk, FunctionMessage,
-        FunctionMessageChunk, HumanMessage, HumanMessageChunk, RemoveMessage, SystemMessage,
-        SystemMessageChunk, ToolMessage, ToolMessageChunk,
-    )
-}  # fmt: skip
+Ferry's largest values are saved histories, a few MB for a thousand turns; a value that would
+decompress beyond the cap is stored uncompressed, so nothing Ferry writes is ever refused.
+"""
+_CHUNK = 2**20  # a decompression bomb is stopped within one chunk past the cap
+
+_CLASSES: dict[str, type[BaseMessage]] = {cls.__name__: cls for cls in MESSAGE_CLASSES}
 # Only values msgpack round-trips exactly: a tuple, datetime, UUID, enum, dataclass, subclass of
 # a builtin or huge int makes the encoder raise, and the list takes LangGraph's path instead.
 _EXACT_ONLY = (
@@ -68,38 +64,145 @@ _EXACT_ONLY = (
 )
 
 
-class FerrySerializer(JsonPlusSerializer):
-    """LangGraph's serializer, with compact message lists and zstd-compressed large values.
+class FerrySerializer(SerializerProtocol):
+    """Stores values compactly, compressed, optionally encrypted; loads only what Ferry stores.
 
-    Each form has its own type tag (`ferry-messages`, a `+zstd` suffix), so values written by
-    LangGraph's serializer, or by earlier Ferry versions (`+zlib`), still load.
+    A stored value's type tag says how it was written, suffix by suffix: the form
+    (`ferry-msgs`, or LangGraph's `msgpack`, `json`, …), then its compression (`+zd1`, or
+    `+zstd` / `+zlib` from earlier versions), then `+aes` when encrypted. Every tag written so
+    far still loads. Loading never imports or calls anything outside `graph.allowlist`, never
+    decompresses a value beyond `max_value_bytes`, and refuses anything else with a
+    `StoredValueError`.
     """
 
+    def __init__(
+        self,
+        *,
+        max_value_bytes: int = MAX_VALUE_BYTES,
+        cipher: CipherProtocol | None = None,
+        allowed_types: Iterable[type] = (),
+    ) -> None:
+        self.max_value_bytes = max_value_bytes
+        self.cipher = cipher
+        self._allowed = allowing(allowed_types)
+        self._unpacker = Unpacker(self._allowed)
+        self._langgraph = JsonPlusSerializer()  # its encoder only: loading is done here
+
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        """Serialise `obj`, compressing it when that saves at least a tenth."""
+        """Serialise `obj`: compact if it is a message list, compressed if that pays, encrypted."""
+        if isinstance(obj, BaseException):
+            # LangGraph stores a failed step's error; a provider's error may quote the API key.
+            obj = redact(repr(obj))
         compact = _encode_messages(obj)
-        type_tag, data = (MESSAGES, compact) if compact else super().dumps_typed(obj)
-        if len(data) >= _WORTH_TRYING:
+        type_tag, data = (MESSAGES, compact) if compact else self._langgraph.dumps_typed(obj)
+        # A value too big to decompress under the cap stays uncompressed, so it always loads.
+        if _WORTH_TRYING <= len(data) <= self.max_value_bytes:
             packed = _codecs.compressor.compress(data)
             if len(packed) <= len(data) * 0.9:
-                return type_tag + _DICTIONARY, packed
+                type_tag, data = type_tag + _DICTIONARY, packed
+        if self.cipher:
+            cipher_name, data = self.cipher.encrypt(data)
+            type_tag = f"{type_tag}+{cipher_name}"
         return type_tag, data
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         """Load a value written by `dumps_typed`, LangGraph's serializer or an earlier Ferry."""
         type_tag, payload = data
-        if type_tag.endswith(_DICTIONARY):
-            type_tag = type_tag.removesuffix(_DICTIONARY)
-            payload = _codecs.decompressor.decompress(payload)
-        elif type_tag.endswith(_ZSTD):
-            type_tag = type_tag.removesuffix(_ZSTD)
-            payload = zstandard.ZstdDecompressor().decompress(payload)
-        elif type_tag.endswith(_ZLIB):
-            type_tag = type_tag.removesuffix(_ZLIB)
-            payload = zlib.decompress(payload)
+        if type_tag.endswith(_AES):
+            type_tag, payload = type_tag.removesuffix(_AES), self._decrypt(payload)
+        for suffix, decompress in _DECOMPRESSORS.items():
+            if type_tag.endswith(suffix):
+                type_tag = type_tag.removesuffix(suffix)
+                payload = decompress(payload, self.max_value_bytes)
+                break
         if type_tag == MESSAGES:
-            return [_message(name, fields) for name, fields in ormsgpack.unpackb(payload)]
-        return super().loads_typed((type_tag, payload))
+            return [_message(name, fields) for name, fields in self._unpacker.unpack(payload)]
+        if type_tag == "msgpack":
+            return self._unpacker.unpack(payload, ormsgpack.OPT_NON_STR_KEYS)
+        if type_tag == "json":
+            return load_json(payload, self._allowed)
+        if type_tag in _PLAIN:
+            return _PLAIN[type_tag](payload)
+        raise StoredValueError(f"refused to load a stored value of type {type_tag[:40]!r}")
+
+    def _decrypt(self, payload: bytes) -> bytes:
+        if self.cipher is None:
+            raise StoredValueError("stored values are encrypted: set FERRY_ENCRYPTION_KEY")
+        try:
+            return self.cipher.decrypt(_AES[1:], payload)
+        except (ValueError, KeyError) as exc:  # pycryptodome: "MAC check failed"
+            raise StoredValueError(
+                "cannot decrypt a stored value: FERRY_ENCRYPTION_KEY is not the key it was "
+                "written with"
+            ) from exc
+
+
+def _zstd(decompressor: Callable[[], zstandard.ZstdDecompressor]) -> Decompress:
+    def decompress(payload: bytes, cap: int) -> bytes:
+        with decompressor().stream_reader(payload) as reader:
+            return _bounded(reader.read, cap)
+
+    return decompress
+
+
+def _zlib(payload: bytes, cap: int) -> bytes:
+    stream = zlib.decompressobj()
+    data = stream.decompress(payload, cap + 1)
+    if len(data) > cap:
+        raise _too_big(cap)
+    return data
+
+
+def _bounded(read: Callable[[int], bytes], cap: int) -> bytes:
+    """Read a decompressing stream to its end, refusing it once it passes `cap` bytes."""
+    chunks, size = [], 0
+    while chunk := read(min(_CHUNK, cap + 1 - size)):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > cap:
+            raise _too_big(cap)
+    return b"".join(chunks)
+
+
+def _too_big(cap: int) -> StoredValueError:
+    return StoredValueError(
+        f"a stored value decompresses to more than {cap // 2**20} MB "
+        "(FERRY_MAX_STORED_VALUE_MB): refused"
+    )
+
+
+Decompress = Callable[[bytes, int], bytes]
+_DECOMPRESSORS: dict[str, Decompress] = {
+    _DICTIONARY: _zstd(lambda: _codecs.decompressor),
+    _ZSTD: _zstd(zstandard.ZstdDecompressor),
+    _ZLIB: _zlib,
+}
+_PLAIN: dict[str, Callable[[bytes], Any]] = {
+    "null": lambda _: None,
+    "bytes": bytes,
+    "bytearray": bytearray,
+}
+
+
+def serializer(settings: Settings | None = None) -> FerrySerializer:
+    """The serializer the settings ask for (`FERRY_MAX_STORED_VALUE_MB`, `FERRY_ENCRYPTION_KEY`).
+
+    The key is a secret, so it is read from the environment, never kept in `Settings`; a bad
+    one is one line naming the setting.
+    """
+    settings = settings or get_settings()
+    cipher = None
+    if key_text := os.environ.get("FERRY_ENCRYPTION_KEY"):
+        key = key_text.encode()
+        if len(key) not in (16, 24, 32):
+            raise ConfigError("FERRY_ENCRYPTION_KEY must be 16, 24 or 32 bytes (AES-128/192/256)")
+        try:
+            cipher = EncryptedSerializer.from_pycryptodome_aes(key=key).cipher
+        except ImportError as exc:
+            raise ConfigError(
+                "FERRY_ENCRYPTION_KEY needs pycryptodome: pip install 'ferry-agent[encryption]'"
+            ) from exc
+    return FerrySerializer(max_value_bytes=settings.max_stored_value_mb * 2**20, cipher=cipher)
 
 
 def _encode_messages(obj: Any) -> bytes | None:
@@ -129,7 +232,9 @@ def _message(name: str, stored: dict[str, Any]) -> BaseMessage:
     It was validated when it was made and every field is either stored or its default, so
     validating it again (most of a cold read's cost) would only recompute what is stored.
     """
-    cls = _CLASSES[name]
+    cls = _CLASSES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise StoredValueError(f"refused to load a stored message of class {str(name)[:80]!r}")
     defaults, fresh = _defaults(name)
     if not stored.keys() <= defaults.keys():  # stored by a version with other fields
         return cls.model_validate(stored)
@@ -171,9 +276,12 @@ def _defaults(name: str) -> tuple[dict[str, Any], list[tuple[str, Callable[[], A
 class _Codecs(threading.local):
     """zstd contexts are not thread-safe, and making one per value costs more than the work."""
 
+    compressor: zstandard.ZstdCompressor
+    decompressor: zstandard.ZstdDecompressor
+
     def __init__(self) -> None:
         self.compressor = zstandard.ZstdCompressor(level=_LEVEL, dict_data=dictionary())
         self.decompressor = zstandard.ZstdDecompressor(dict_data=dictionary())
 
 
-_codecs = _Codecs()
+_codecs: _Codecs = _Codecs()

@@ -15,7 +15,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, CheckpointTuple
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from graph.serde import FerrySerializer
+from graph.allowlist import NamesThreadOnRefusal
+from graph.serde import serializer
 from graph.settings import get_settings
 from graph.sqlite_saver import OPENING_STATEMENTS
 
@@ -41,7 +42,7 @@ def server_versions(saved: CheckpointTuple) -> CheckpointTuple:
     return saved._replace(checkpoint=checkpoint)
 
 
-class AsyncFerrySaver(AsyncSqliteSaver):
+class AsyncFerrySaver(NamesThreadOnRefusal, AsyncSqliteSaver):
     """The async saver on `FERRY_DB`: what it writes `FerrySaver` reads, and the other way round."""
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -77,6 +78,6 @@ async def checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
     async with aiosqlite.connect(path, timeout=30) as conn:
         for statement in OPENING_STATEMENTS:
             await conn.execute(statement)
-        saver = AsyncFerrySaver(conn, serde=FerrySerializer())
+        saver = AsyncFerrySaver(conn, serde=serializer(settings))
         await saver.setup()
         yield saver

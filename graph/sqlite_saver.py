@@ -22,7 +22,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite._delta import build_delta_channels_writes_history
 from langgraph.types import Overwrite
 
-from graph.serde import FerrySerializer
+from graph.allowlist import NamesThreadOnRefusal, naming_thread
+from graph.serde import FerrySerializer, serializer
 from graph.state import fold_messages
 
 log = logging.getLogger("ferry.saver")
@@ -136,7 +137,7 @@ class CompactVersions:
         return (current or 0) + 1
 
 
-class FerrySaver(CompactVersions, SqliteSaver):
+class FerrySaver(NamesThreadOnRefusal, CompactVersions, SqliteSaver):
     """A SQLite saver that keeps rebuilt message histories, in memory and sparsely on disk.
 
     A checkpoint never changes once written, so the history rebuilt at a checkpoint stays true.
@@ -147,8 +148,8 @@ class FerrySaver(CompactVersions, SqliteSaver):
     time linear in the thread's length in total (each is half again the size of the last).
     """
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        super().__init__(conn, serde=FerrySerializer())
+    def __init__(self, conn: sqlite3.Connection, serde: FerrySerializer | None = None) -> None:
+        super().__init__(conn, serde=serde or serializer())
         self._histories: OrderedDict[tuple[str, str, str], list[Any]] = OrderedDict()
         self._histories_lock = threading.Lock()
 
@@ -197,6 +198,10 @@ class FerrySaver(CompactVersions, SqliteSaver):
         """Rebuild `messages` from the nearest remembered (or snapshot) checkpoint onwards."""
         if list(channels) != ["messages"]:
             return super().get_delta_channel_history(config=config, channels=channels)
+        with naming_thread(config):
+            return self._messages_history(config)
+
+    def _messages_history(self, config: RunnableConfig) -> Mapping[str, DeltaChannelHistory]:
         thread_id = str(config["configurable"]["thread_id"])
         namespace = config["configurable"].get("checkpoint_ns", "")
         target = get_checkpoint_id(config)

@@ -2,32 +2,40 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from graph.allowlist import StoredValueError
 from graph.state import fold_messages
 from graph.text import message_text
 
 if TYPE_CHECKING:
     from graph.persistence import Saver
 
+log = logging.getLogger("ferry.threads")
+
 
 def list_threads(saver: Saver) -> list[dict[str, Any]]:
     """Every thread with its last update time and message count, most recent first."""
     threads = []
     for thread_id in saver.thread_ids():
-        latest = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
-        if latest is None:
+        try:
+            latest = saver.get_tuple(
+                {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+            )
+            if latest is None:
+                continue
+            count = len(stored_messages(saver, latest))
+        except StoredValueError as refused:  # one bad thread must not hide the others
+            log.warning("%s (left out of the list)", refused)
             continue
         threads.append(
-            {
-                "thread_id": thread_id,
-                "updated_at": latest.checkpoint["ts"],
-                "messages": len(stored_messages(saver, latest)),
-            }
+            {"thread_id": thread_id, "updated_at": latest.checkpoint["ts"], "messages": count}
         )
     return sorted(threads, key=lambda t: t["updated_at"], reverse=True)
 

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from graph import build_graph
 from graph.persistence import sqlite_saver
-from graph.serde import MESSAGES, FerrySerializer
+from graph.serde import MESSAGES, FerrySerializer, StoredValueError
 from graph.settings import Settings
 from tests.scripted import ScriptedModel, answer, tool_call
 from tools import calculator
@@ -84,7 +84,10 @@ class Receipt(BaseModel):
 
 
 class Tagged(HumanMessage):
-    """A user's own subclass: it must come back as itself."""
+    """A user's own subclass: it comes back as itself once the serializer is told it may."""
+
+
+SERDE_TAGGED = FerrySerializer(allowed_types=[Tagged])
 
 
 @pytest.mark.parametrize(
@@ -100,12 +103,19 @@ class Tagged(HumanMessage):
     ids=["tuple", "datetime", "pydantic artifact", "subclass", "extra field", "mixed list"],
 )
 def test_values_msgpack_cannot_carry_exactly_take_langgraphs_path(messages: list[Any]) -> None:
-    tag, data = SERDE.dumps_typed(messages)
+    tag, data = SERDE_TAGGED.dumps_typed(messages)
     assert not tag.startswith(MESSAGES)
-    loaded = SERDE.loads_typed((tag, data))
+    loaded = SERDE_TAGGED.loads_typed((tag, data))
     langgraph = JsonPlusSerializer()
     assert loaded == langgraph.loads_typed(langgraph.dumps_typed(messages))
     assert [type(m) for m in loaded] == [type(m) for m in messages]
+
+
+def test_a_class_of_the_users_own_loads_only_when_allowed() -> None:
+    stored = SERDE.dumps_typed([Tagged("x", id="h")])
+    with pytest.raises(StoredValueError, match="test_serde.Tagged: not a type Ferry stores"):
+        SERDE.loads_typed(stored)
+    assert type(SERDE_TAGGED.loads_typed(stored)[0]) is Tagged
 
 
 def test_values_are_compressed_unless_too_small_to_gain() -> None:

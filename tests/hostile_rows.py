@@ -1,0 +1,90 @@
+"""Stored values an attacker who can write the database might plant, each naming code to run.
+
+Every payload, if Ferry obeyed it, would create `marker` (or import `PLANTED_MODULE`, whose
+import creates it). The tests plant them in SQLite and Postgres rows and check that reading
+the thread refuses them and that the marker never appears.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import zlib
+from pathlib import Path
+
+import ormsgpack
+import zstandard
+from langgraph.checkpoint.serde.jsonplus import (
+    EXT_CONSTRUCTOR_KW_ARGS,
+    EXT_CONSTRUCTOR_POS_ARGS,
+    EXT_CONSTRUCTOR_SINGLE_ARG,
+    EXT_METHOD_SINGLE_ARG,
+    EXT_PYDANTIC_V1,
+    EXT_PYDANTIC_V2,
+)
+
+PLANTED_MODULE = "ferry_planted_module"
+
+
+def _ext(code: int, *entry: object) -> ormsgpack.Ext:
+    return ormsgpack.Ext(code, ormsgpack.packb(list(entry)))
+
+
+class _Pickled:
+    """Unpickling it runs `os.system`."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return os.system, (self.command,)
+
+
+def plant_module(folder: Path, marker: Path) -> None:
+    """A module on `folder` whose import creates `marker` (for the importlib payload)."""
+    (folder / f"{PLANTED_MODULE}.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+
+
+def hostile_values(marker: Path) -> dict[str, tuple[str, bytes]]:
+    """(type tag, stored bytes) of each planted value, by name."""
+    touch = f"touch {marker}"
+    code = f"open({str(marker)!r}, 'w').close()"
+    in_msgpack = {
+        "os.system": _ext(EXT_CONSTRUCTOR_SINGLE_ARG, "os", "system", touch),
+        "subprocess": _ext(EXT_CONSTRUCTOR_POS_ARGS, "subprocess", "run", [["touch", str(marker)]]),
+        "builtins.eval": _ext(EXT_CONSTRUCTOR_SINGLE_ARG, "builtins", "eval", code),
+        "builtins.exec kwargs": _ext(EXT_CONSTRUCTOR_KW_ARGS, "builtins", "exec", {"source": code}),
+        "importlib": _ext(EXT_CONSTRUCTOR_SINGLE_ARG, "importlib", "import_module", PLANTED_MODULE),
+        "method call": _ext(EXT_METHOD_SINGLE_ARG, "os", "system", touch, "__call__"),
+        "datetime lookalike": _ext(EXT_METHOD_SINGLE_ARG, "os", "datetime", touch, "fromisoformat"),
+        "pydantic v2": _ext(EXT_PYDANTIC_V2, "os", "system", {"command": touch}, "model_validate"),
+        "pydantic v1": _ext(EXT_PYDANTIC_V1, "os", "system", {"command": touch}),
+        "nested in a message": _ext(
+            EXT_PYDANTIC_V2,
+            "langchain_core.messages.human",
+            "HumanMessage",
+            {"content": "hi", "additional_kwargs": {"x": _ext(0, "os", "system", touch)}},
+            "model_validate",
+        ),
+    }
+    values = {name: ("msgpack", ormsgpack.packb([ext])) for name, ext in in_msgpack.items()}
+    values["compact form, foreign class"] = ("ferry-msgs", ormsgpack.packb([["system", {}]]))
+    values["compact form, ext inside"] = (
+        "ferry-msgs",
+        ormsgpack.packb([["HumanMessage", {"content": in_msgpack["os.system"]}]]),
+    )
+    values["zstd-wrapped"] = ("msgpack+zstd", zstandard.compress(values["os.system"][1]))
+    values["zlib-wrapped"] = ("msgpack+zlib", zlib.compress(values["importlib"][1]))
+    values["pickle"] = ("pickle", pickle.dumps(_Pickled(touch)))
+    values["not msgpack at all"] = ("msgpack", b"\xc1")
+    for name, path in {
+        "json constructor os.system": ["os", "system"],
+        "json constructor subprocess": ["subprocess", "Popen"],
+        "json constructor in langchain": ["langchain", "schema", "runnable", "RunnableLambda"],
+    }.items():
+        envelope = {"lc": 1, "type": "constructor", "id": path, "kwargs": {"args": touch}}
+        values[name] = ("json", json.dumps([envelope]).encode())
+    lc2 = {"lc": 2, "type": "constructor", "id": ["os", "system"], "args": [touch]}
+    values["json lc2 envelope"] = ("json", json.dumps(lc2).encode())
+    return values
