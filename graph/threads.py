@@ -24,10 +24,9 @@ def list_threads(saver: Saver) -> list[dict[str, Any]]:
     """Every thread with its last update time and message count, most recent first."""
     threads = []
     for thread_id in saver.thread_ids():
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
         try:
-            latest = saver.get_tuple(
-                {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-            )
+            latest = saver.get_tuple(config)
             if latest is None:
                 continue
             count = len(stored_messages(saver, latest))

@@ -45,7 +45,8 @@ def _plant(db: Path, thread: str, where: str, value: tuple[str, bytes]) -> None:
     with conn:
         if where == "write":
             changed = conn.execute(
-                "UPDATE writes SET type = ?, value = ? WHERE thread_id = ? AND channel = 'messages'",
+                "UPDATE writes SET type = ?, value = ? "
+                "WHERE thread_id = ? AND channel = 'messages'",
                 (*value, thread),
             ).rowcount
         else:
