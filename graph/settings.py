@@ -6,12 +6,26 @@ import os
 from pathlib import Path
 
 from dotenv import load_dotenv
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class ConfigError(Exception):
     """A setting that cannot work; its message is one line meant for the user."""
+
+
+SYSTEM_ROOTS = (
+    *("/", "/etc", "/proc", "/sys", "/dev", "/usr", "/boot", "/root"),
+    *("/bin", "/sbin", "/lib", "/lib64", "/var", "/run"),
+)
+"""Folders `read_file` must never serve as its root: they hold the system's secrets."""
+
+
+def is_system_root(path: Path) -> bool:
+    """Tell whether `path` is `/` or a system folder, or resolves to one."""
+    resolved = path.resolve()
+    return any(resolved in (Path(root), Path(root).resolve()) for root in SYSTEM_ROOTS)
 
 
 def load_dotenv_file(path: Path | None = None) -> None:
@@ -37,8 +51,11 @@ class Settings(BaseSettings):
     """SQLite checkpoint file."""
     database_url: str | None = None
     """`postgresql://…` to use the Postgres checkpointer instead of SQLite."""
-    files_root: Path = Field(default_factory=Path.cwd)
-    """The only folder `read_file` may read."""
+    # validate_default: the working directory, the default, may itself be `/`.
+    files_root: Path = Field(default_factory=Path.cwd, validate_default=True)
+    """The only folder `read_file` may read; never `/` or a system folder."""
+    files_allow_hardlinks: bool = False
+    """Let `read_file` read files with several hard links (one may be a name for a secret)."""
     max_iterations: int = Field(default=10, ge=1)
     """Model calls per turn before a graceful stop."""
     token_budget: int = Field(default=0, ge=0)
@@ -55,6 +72,8 @@ class Settings(BaseSettings):
     """Consecutive failures that disable a tool for the rest of a thread."""
     approve_tools: str = ""
     """Comma-separated tools that need a person's approval before they run."""
+    exfiltration_guard: str = Field(default="approve", pattern="^(approve|refuse|off)$")
+    """Outbound calls quoting file content read earlier: ask a person, refuse, or let them run."""
     tavily_url: str = "https://api.tavily.com"
     """Tavily API base URL."""
     search_max_chars: int = Field(default=4_000, ge=200)
@@ -71,6 +90,19 @@ class Settings(BaseSettings):
     """`text` or `json` log lines."""
     log_file: Path | None = None
     """Where logs go; stderr when unset."""
+    max_stored_value_mb: int = Field(default=64, ge=1)
+    """What one stored value may decompress to when read: a bound on a read's memory."""
+
+    @field_validator("files_root")
+    @classmethod
+    def _not_a_system_folder(cls, files_root: Path) -> Path:
+        if is_system_root(files_root):
+            raise PydanticCustomError(
+                "system_root",
+                "must be a project folder, not / or a system folder whose secrets read_file "
+                "would serve; it defaults to the working directory",
+            )
+        return files_root
 
     @property
     def approval_required(self) -> frozenset[str]:
