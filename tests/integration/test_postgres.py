@@ -26,10 +26,12 @@ from graph import build_graph
 from graph.guards import turn_counters
 from graph.models import ConfigError
 from graph.postgres import FerryPostgresSaver, open_postgres_saver
+from graph.serde import StoredValueError
 from graph.settings import Settings
 from graph.threads import list_threads
 from tests.cli_helpers import ferry, ferry_env, history, one_json_object, roles, succeeded
 from tests.growth import bytes_per_turn
+from tests.hostile_rows import PLANTED_MODULE, hostile_values, plant_module
 from tests.pgserver import REQUIRED, PostgresServer, find_bin_dir
 from tests.scripted import ScriptedModel, answer, parallel, tool_call
 
@@ -406,3 +408,88 @@ def test_several_processes_write_their_threads_at_once(database_url: str, tmp_pa
             assert answers == [
                 f"{i * 100 + t} * 3 = {(i * 100 + t) * 3}" for t in range(1, TURNS + 1)
             ]
+
+
+# --- a database someone else can write ----------------------------------------------------------
+
+
+def _plant_in_postgres(url: str, thread: str, value: tuple[str, bytes]) -> None:
+    """Replace every stored message value of `thread` (writes and channel blobs) with `value`."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        writes = conn.execute(
+            "UPDATE checkpoint_writes SET type = %s, blob = %s "
+            "WHERE thread_id = %s AND channel = 'messages'",
+            (*value, thread),
+        ).rowcount
+        blobs = conn.execute(
+            "UPDATE checkpoint_blobs SET type = %s, blob = %s "
+            "WHERE thread_id = %s AND channel = 'messages'",
+            (*value, thread),
+        ).rowcount
+    assert writes + blobs
+
+
+@pytest.mark.parametrize(
+    "payload",
+    ["os.system", "subprocess", "importlib", "pickle", "json lc2 envelope", "nested in a message"],
+)
+def test_a_planted_row_runs_nothing_through_the_sync_and_async_savers(
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, payload: str
+) -> None:
+    from graph.server import checkpointer
+
+    marker = tmp_path / "code-ran"
+    plant_module(tmp_path, marker)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("FERRY_DATABASE_URL", database_url)
+    with open_postgres_saver(database_url) as saver:
+        graph = make(ScriptedModel([answer("hello good"), answer("hello bad")]), saver)
+        for thread in ("good", "bad"):
+            graph.invoke(
+                {"messages": [("user", f"hi {thread}")]}, {"configurable": {"thread_id": thread}}
+            )
+    _plant_in_postgres(database_url, "bad", hostile_values(marker)[payload])
+    with open_postgres_saver(database_url) as saver:
+        graph = make(ScriptedModel([]), saver)
+        with pytest.raises(StoredValueError, match="^thread bad: "):
+            graph.get_state({"configurable": {"thread_id": "bad"}})
+        assert [t["thread_id"] for t in list_threads(saver)] == ["good"]
+
+    async def read_on_the_server() -> None:
+        async with checkpointer() as server_saver:
+            graph = make(ScriptedModel([]), server_saver)
+            with pytest.raises(StoredValueError, match="^thread bad: "):
+                await graph.aget_state({"configurable": {"thread_id": "bad"}})
+            good = await graph.aget_state({"configurable": {"thread_id": "good"}})
+            assert [m.content for m in good.values["messages"]] == ["hi good", "hello good"]
+
+    asyncio.run(read_on_the_server())
+    assert not marker.exists()
+    assert PLANTED_MODULE not in sys.modules
+
+
+def test_with_a_key_no_conversation_text_is_readable_in_postgres(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FERRY_ENCRYPTION_KEY", "0123456789abcdef0123456789abcdef")
+    with open_postgres_saver(database_url) as saver:
+        graph = make(
+            ScriptedModel([tool_call("shout", text="confidential plans"), answer("OK")]), saver
+        )
+        graph.invoke(
+            {"messages": [("user", "shout confidential plans")]},
+            {"configurable": {"thread_id": "t"}},
+        )
+        assert [t["messages"] for t in list_threads(saver)] == [4]
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        dump = "".join(
+            str(row)
+            for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+            for row in conn.execute(f"SELECT * FROM {table}").fetchall()
+        )
+    assert "confidential" not in dump.lower() and "CONFIDENTIAL" not in dump
+    assert "+aes" in dump
+    monkeypatch.setenv("FERRY_ENCRYPTION_KEY", "another key of 32 characters!!!!")
+    with open_postgres_saver(database_url) as saver:
+        with pytest.raises(StoredValueError, match="^thread t: cannot decrypt"):
+            make(ScriptedModel([]), saver).get_state({"configurable": {"thread_id": "t"}})
