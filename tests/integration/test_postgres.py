@@ -30,7 +30,7 @@ from graph.serde import StoredValueError
 from graph.settings import Settings
 from graph.threads import list_threads
 from tests.cli_helpers import ferry, ferry_env, history, one_json_object, roles, succeeded
-from tests.growth import bytes_per_turn
+from tests.growth import bytes_per_turn, postgres_stored_bytes
 from tests.hostile_rows import PLANTED_MODULE, hostile_values, plant_module
 from tests.pgserver import REQUIRED, PostgresServer, find_bin_dir
 from tests.scripted import ScriptedModel, answer, parallel, tool_call
@@ -318,16 +318,6 @@ def test_a_missing_postgres_extra_is_a_config_error(monkeypatch: pytest.MonkeyPa
 
 ROUNDS = 3  # tool calls per turn, one after the other
 EARLY, LATE, SPAN = 5, 40, 5  # growth is averaged over SPAN turns after EARLY and after LATE
-GROWTH_TABLES = "('checkpoints', 'checkpoint_writes', 'checkpoint_blobs')"
-
-
-def _stored_bytes(url: str) -> int:
-    with psycopg.connect(url) as conn:
-        row = conn.execute(
-            f"SELECT sum(pg_total_relation_size(t::regclass)) FROM (VALUES {GROWTH_TABLES}) AS v(t)"
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def test_bytes_per_turn_do_not_grow_with_the_thread(
@@ -341,7 +331,7 @@ def test_bytes_per_turn_do_not_grow_with_the_thread(
     model = ScriptedModel(steps)
     graph = make(model, saver, max_iterations=50)
     early, late, result = bytes_per_turn(
-        graph, lambda: _stored_bytes(database_url), early=EARLY, late=LATE, span=SPAN
+        graph, lambda: postgres_stored_bytes(database_url), early=EARLY, late=LATE, span=SPAN
     )
     model.assert_complete()
     assert len(result["messages"]) == turns * (2 + 2 * ROUNDS)

@@ -17,7 +17,7 @@ from langchain_core.tools import tool
 from graph import build_graph
 from graph.persistence import sqlite_saver
 from graph.settings import Settings
-from tests.growth import bytes_per_turn
+from tests.growth import bytes_per_turn, sqlite_stored_bytes
 from tests.scripted import ScriptedModel, answer, tool_call
 
 ROUNDS = 3  # tool calls per turn, one after the other
@@ -47,16 +47,6 @@ def _script(turns: int) -> list[AIMessage]:
     return steps
 
 
-def _db_bytes(path: Path) -> int:
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        conn.close()
-    wal = path.with_name(path.name + "-wal")
-    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
-
-
 def test_bytes_per_turn_do_not_grow_with_the_thread(tmp_path: Path) -> None:
     path = tmp_path / "growth.db"
     turns = LATE + SPAN
@@ -66,10 +56,14 @@ def test_bytes_per_turn_do_not_grow_with_the_thread(tmp_path: Path) -> None:
         model=model, tools=[fetch_blob], checkpointer=sqlite_saver(path), settings=settings
     )
     early, late, result = bytes_per_turn(
-        graph, lambda: _db_bytes(path), early=EARLY, late=LATE, span=SPAN
+        graph, lambda: sqlite_stored_bytes(path), early=EARLY, late=LATE, span=SPAN
     )
     model.assert_complete()
     assert len(result["messages"]) == turns * (2 + 2 * ROUNDS)
     assert late <= 1.5 * early, (
         f"a turn adds {late:.0f} B at turn ~{LATE}, {early:.0f} B at ~{EARLY}"
     )
+    conn = sqlite3.connect(path)
+    saved = conn.execute("SELECT thread_id FROM ferry_histories").fetchall()
+    conn.close()
+    assert saved == [("growth",)]  # one saved copy of the history, not one per renewal
