@@ -2,54 +2,31 @@
 
 from __future__ import annotations
 
+import codecs
 import os
-import stat
-from pathlib import Path
+from typing import BinaryIO
 
 from langchain_core.tools import ToolException, tool
 
-from graph.settings import get_settings
+from graph.settings import get_settings, is_system_root
+from tools.files_walk import EscapesRoot, Found, HiddenPath, Root, open_entry, open_root, walk
 
-MAX_FILE_MB = 5
-MAX_FILE_BYTES = MAX_FILE_MB * 1024 * 1024
 MAX_LINES = 2_000
 MAX_REPLY_CHARS = 100_000
 MAX_LISTED_ENTRIES = 1_000
 BINARY_SNIFF_BYTES = 8_192
+CHUNK_BYTES = 64 * 1024
+# A UTF-8 character takes at most 4 bytes, so a page this long always holds more than a reply shows.
+PAGE_BYTES = 4 * MAX_REPLY_CHARS + 8
 
 
-def _resolve(path: str, root: Path) -> Path:
-    """Return the real path `path` names, refusing anything outside `root` or hidden."""
-    if "\0" in path:
-        raise ToolException("The path contains a NUL byte; pass a plain file name.")
-    given = Path(path)
-    try:
-        resolved = (root / given).resolve()
-    except RuntimeError:  # Python 3.11 reports symlink loops this way
-        raise ToolException(f"Cannot resolve {path!r}: a symlink loop.") from None
-    except OSError as error:
-        raise ToolException(f"Cannot resolve {path!r}: {error.strerror or error}.") from None
-    if not resolved.is_relative_to(root):
-        raise ToolException(
-            f"Path escapes the files root: {path!r} is outside the folder this tool may read. "
-            "Use a path inside it, e.g. 'notes.txt' or 'docs/readme.md' ('.' lists it)."
+def _listing(root: Root, folder: Found) -> str:
+    """List a folder from its descriptor; a broken or escaping symlink is marked, not fatal."""
+    with os.scandir(folder.folder_fd) as scan:
+        entries = sorted(
+            _entry_line(root, folder, entry) for entry in scan if not entry.name.startswith(".")
         )
-    # The given relative path is checked too, so `.git/../x` is refused before resolving hides it.
-    given_parts = () if given.is_absolute() else given.parts
-    parts = (*given_parts, *resolved.relative_to(root).parts)
-    if any(part.startswith(".") and part not in (".", "..") for part in parts):
-        raise ToolException(
-            f"Hidden files and folders (names starting with '.') are off limits: {path!r}."
-        )
-    return resolved
-
-
-def _listing(folder: Path, shown: str) -> str:
-    entries = sorted(
-        entry.name + ("/" if entry.is_dir() else "")
-        for entry in os.scandir(folder)
-        if not entry.name.startswith(".")
-    )
+    shown = "./" if folder.shown == "." else folder.shown + "/"
     if not entries:
         return f"{shown}: an empty directory."
     kept = entries[:MAX_LISTED_ENTRIES]
@@ -59,35 +36,80 @@ def _listing(folder: Path, shown: str) -> str:
     return "\n".join([header, *kept])
 
 
-def _read_bytes(resolved: Path, shown: str) -> bytes:
-    """Read a regular file's bytes; FIFOs, devices and sockets are refused without opening them."""
-    mode = os.stat(resolved).st_mode
-    if not stat.S_ISREG(mode):
-        raise ToolException(f"{shown} is not a regular file (device, FIFO or socket); not read.")
-    # O_NOFOLLOW and the fstat check catch a swap between the stat above and the open.
-    fd = os.open(resolved, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as file:
-        status = os.fstat(file.fileno())
-        if not stat.S_ISREG(status.st_mode):
-            raise ToolException(f"{shown} is not a regular file; not read.")
-        if status.st_size > MAX_FILE_BYTES:
-            size_mb = status.st_size / 1024 / 1024
+def _entry_line(root: Root, folder: Found, entry: os.DirEntry[str]) -> str:
+    if not entry.is_symlink():
+        return entry.name + ("/" if entry.is_dir(follow_symlinks=False) else "")
+    # A symlink is resolved by the same walk a read would take, so nothing outside is looked at.
+    try:
+        target = walk(root, "/".join((*folder.parts, entry.name)))
+    except EscapesRoot:
+        return f"{entry.name} -> (outside the files root)"
+    except HiddenPath:
+        return f"{entry.name} -> (hidden)"
+    except (ToolException, OSError):  # dangling, a loop, or a component that is not a folder
+        return f"{entry.name} -> (broken link)"
+    os.close(target.folder_fd)
+    return entry.name + ("/" if target.name is None else "")
+
+
+def _open_text(found: Found, allow_hardlinks: bool) -> BinaryIO:
+    """Open a regular file with a single name that does not look binary."""
+    file = os.fdopen(open_entry(found), "rb")
+    try:
+        links = os.fstat(file.fileno()).st_nlink
+        if links > 1 and not allow_hardlinks:
             raise ToolException(
-                f"{shown} is {size_mb:.1f} MB; files over {MAX_FILE_MB} MB are not read."
+                f"{found.shown} has {links} hard links: it may be another name for a file outside "
+                "the files root or a hidden one, so it is not read. "
+                "Set FERRY_FILES_ALLOW_HARDLINKS=1 to allow such files."
             )
-        data = file.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
-        raise ToolException(f"{shown} is over {MAX_FILE_MB} MB; such files are not read.")
-    if b"\0" in data[:BINARY_SNIFF_BYTES]:
-        raise ToolException(f"{shown} looks like a binary file; only text files can be read.")
-    return data
+        if b"\0" in file.read(BINARY_SNIFF_BYTES):
+            raise ToolException(
+                f"{found.shown} looks like a binary file; only text files can be read."
+            )
+        file.seek(0)
+    except BaseException:
+        file.close()
+        raise
+    return file
+
+
+def _after_newlines(chunk: bytes, count: int) -> int:
+    """Return the offset just past the `count`-th newline of `chunk` (its end if fewer)."""
+    offset = 0
+    for _ in range(count):
+        found = chunk.find(b"\n", offset)
+        if found < 0:
+            return len(chunk)
+        offset = found + 1
+    return offset
+
+
+def _scan(file: BinaryIO, start_line: int, max_lines: int) -> tuple[bytes, int]:
+    """Return the bytes of the asked lines (at most PAGE_BYTES) and the file's line count.
+
+    The file is streamed once, so memory holds one chunk and the page whatever its size.
+    """
+    end_line = start_line + max_lines
+    page = bytearray()
+    line = 1  # the line the chunk's first byte belongs to
+    last = b"\n"
+    while chunk := file.read(CHUNK_BYTES):
+        newlines = chunk.count(b"\n")
+        if line < end_line and line + newlines >= start_line and len(page) < PAGE_BYTES:
+            low = _after_newlines(chunk, start_line - line)
+            high = _after_newlines(chunk, end_line - line)
+            page += chunk[low:high][: PAGE_BYTES - len(page)]
+        line += newlines
+        last = chunk[-1:]
+    return bytes(page), line - (last == b"\n")
 
 
 def _page(lines: list[str], start_line: int, max_lines: int) -> tuple[list[str], int]:
     """Return the lines to show and the last line number, within the line and size caps."""
     chosen: list[str] = []
     budget = MAX_REPLY_CHARS
-    for line in lines[start_line - 1 : start_line - 1 + max_lines]:
+    for line in lines[:max_lines]:
         if len(line) > budget:
             if not chosen:  # one huge line still shows its beginning rather than nothing
                 chosen.append(line[:budget] + " …[line cut]")
@@ -97,24 +119,36 @@ def _page(lines: list[str], start_line: int, max_lines: int) -> tuple[list[str],
     return chosen, start_line + len(chosen) - 1
 
 
-def _text_reply(data: bytes, shown: str, start_line: int, max_lines: int) -> str:
+def _text_reply(file: BinaryIO, shown: str, start_line: int, max_lines: int) -> str:
+    data, total = _scan(file, start_line, max_lines)
+    if total == 0:
+        return f"{shown}: the file is empty (0 lines)."
+    if start_line > total:
+        raise ToolException(f"start_line={start_line} is past the end: {shown} has {total} lines.")
+    # Not final when the page was cut: a character split at the cut is not an encoding error.
+    cut = len(data) >= PAGE_BYTES
     try:
-        text, note = data.decode("utf-8-sig"), ""
+        text, note = codecs.getincrementaldecoder("utf-8-sig")().decode(data, final=not cut), ""
     except UnicodeDecodeError:
         text = data.decode("utf-8", errors="replace")
         note = " (not valid UTF-8: undecodable bytes are shown as \ufffd)"
     lines = [line.removesuffix("\r") for line in text.split("\n")]
-    if text.endswith("\n") or not text:
+    if text.endswith("\n"):
         lines.pop()
-    if not lines:
-        return f"{shown}: the file is empty (0 lines)."
-    if start_line > len(lines):
-        raise ToolException(
-            f"start_line={start_line} is past the end: {shown} has {len(lines)} lines."
-        )
     chosen, last = _page(lines, start_line, max_lines)
-    more = f" (ask with start_line={last + 1} for more)" if last < len(lines) else ""
-    return "\n".join([f"{shown}: lines {start_line}-{last} of {len(lines)}{more}{note}", *chosen])
+    more = f" (ask with start_line={last + 1} for more)" if last < total else ""
+    return "\n".join([f"{shown}: lines {start_line}-{last} of {total}{more}{note}", *chosen])
+
+
+def _read(root: Root, path: str, start_line: int, max_lines: int, allow_hardlinks: bool) -> str:
+    found = walk(root, path)
+    try:
+        if found.name is None:
+            return _listing(root, found)
+        with _open_text(found, allow_hardlinks) as file:
+            return _text_reply(file, found.shown, start_line, max_lines)
+    finally:
+        os.close(found.folder_fd)
 
 
 @tool(parse_docstring=True)
@@ -134,19 +168,19 @@ def read_file(path: str, start_line: int = 1, max_lines: int = 200) -> str:
     """
     if start_line < 1 or max_lines < 1:
         raise ToolException("start_line and max_lines must both be 1 or more.")
-    root = get_settings().files_root.resolve()
-    if not root.is_dir():
-        raise ToolException("The files root does not exist; no files can be read.")
-    resolved = _resolve(path, root)
-    shown = resolved.relative_to(root).as_posix()
-    try:
-        if resolved.is_dir():
-            return _listing(resolved, shown + "/" if shown != "." else "./")
-        data = _read_bytes(resolved, shown)
-    except FileNotFoundError:
-        raise ToolException(f"No such file or folder: {shown} ('.' lists the files).") from None
-    except PermissionError:
-        raise ToolException(f"Permission denied: {shown}.") from None
-    except OSError as error:
-        raise ToolException(f"Cannot read {shown}: {error.strerror or error}.") from None
-    return _text_reply(data, shown, start_line, min(max_lines, MAX_LINES))
+    if "\0" in path:
+        raise ToolException("The path contains a NUL byte; pass a plain file name.")
+    settings = get_settings()
+    allow_hardlinks = settings.files_allow_hardlinks
+    # Settings refuse such a root at start-up; checked again in case one is handed over anyway.
+    if is_system_root(settings.files_root):
+        raise ToolException(f"The files root {settings.files_root} is a system folder; not read.")
+    with open_root(settings.files_root) as root:
+        try:
+            return _read(root, path, start_line, min(max_lines, MAX_LINES), allow_hardlinks)
+        except FileNotFoundError:
+            raise ToolException(f"No such file or folder: {path} ('.' lists the files).") from None
+        except PermissionError:
+            raise ToolException(f"Permission denied: {path}.") from None
+        except OSError as error:
+            raise ToolException(f"Cannot read {path}: {error.strerror or error}.") from None
