@@ -8,6 +8,7 @@ from typing import Literal
 
 from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage, ToolMessage
 
+from graph.fence import FENCE_PROMPT, fenced
 from graph.guards import turn_start
 from graph.text import message_text
 
@@ -15,7 +16,7 @@ SYSTEM_PROMPT = (
     "You are Ferry, a careful assistant with tools. Use a tool when it gives a better answer than "
     "memory (current facts, weather, time, files, arithmetic); call independent tools in "
     "parallel. When a tool fails, read its error: fix the arguments, try another tool, or answer "
-    "with what you know and say what is missing."
+    "with what you know and say what is missing. " + FENCE_PROMPT
 )
 MAX_RESULT_CHARS = 16_000
 OMITTED = "[Older tool result omitted to keep the prompt small; call the tool again if needed.]"
@@ -27,25 +28,26 @@ def approx_tokens(message: BaseMessage) -> int:
     return len(message_text(message)) // 4 + 4
 
 
-def _truncated(message: ToolMessage) -> ToolMessage:
+def _as_sent(message: ToolMessage) -> ToolMessage:
+    """A result as the model sees it: cut if long, fenced as data (the cut noted outside)."""
     text = message_text(message)
     if len(text) <= MAX_RESULT_CHARS:
-        return message
+        return fenced(message)
     note = (
         f"\n[Truncated for the model: {len(text) - MAX_RESULT_CHARS} more characters. "
         "Ask for a smaller part, e.g. read_file with start_line and max_lines.]"
     )
-    return message.model_copy(update={"content": text[:MAX_RESULT_CHARS] + note})
+    return fenced(message.model_copy(update={"content": text[:MAX_RESULT_CHARS]}), note)
 
 
 def for_model(messages: Sequence[AnyMessage], context_tokens: int) -> list[BaseMessage]:
-    """The prompt: system prompt + history, long results cut, oldest results dropped if too big.
+    """The prompt: system prompt + history, results fenced and cut, oldest dropped if too big.
 
     Only tool results' contents shrink, so a call and its result are never split apart and the
     latest user turn is always sent whole.
     """
     sent: list[BaseMessage] = [SystemMessage(SYSTEM_PROMPT)]
-    sent += [_truncated(m) if isinstance(m, ToolMessage) else m for m in messages]
+    sent += [_as_sent(m) if isinstance(m, ToolMessage) else m for m in messages]
     tokens = [approx_tokens(m) for m in sent]
     total = sum(tokens)
     current_turn = turn_start(messages) + 1  # +1: the system prompt comes first

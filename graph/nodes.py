@@ -29,6 +29,14 @@ from graph.state import FerryState, StopReason, merge_messages
 log = logging.getLogger("ferry.loop")
 
 
+CAN_APPROVE = "ferry_can_approve"
+"""`configurable` key: False when no person can answer an approval prompt during this run.
+
+The CLI sets it (`--json` or no terminal, and no decision given); Python and server runs
+default to True, since their caller sees the interrupt and can resume with a decision.
+"""
+
+
 @dataclass
 class RunContext:
     """Per-invocation facts: when it started (for the time budget) and its id (for logs)."""
@@ -98,9 +106,7 @@ class Loop:
             {"stop_reason": None} if isinstance(messages[-1], HumanMessage) else {}
         )
         ids = _ids(config, runtime)
-        repairs = [
-            guards.error_result(c, guards.INTERRUPTED) for c in guards.unanswered_calls(messages)
-        ]
+        repairs = self._repairs(messages)
         for result in repairs:
             _log(
                 "repaired an unanswered tool call", ids, "repair", tool_call_id=result.tool_call_id
@@ -121,6 +127,28 @@ class Loop:
         )
         update["messages"] = [*repairs, reply]
         return update
+
+    def _repairs(self, messages: list[AnyMessage]) -> list[ToolMessage]:
+        """Error results for the calls left unanswered, saying whether they awaited approval.
+
+        A call still waiting for a decision when new input arrives did not run because no one
+        approved it; telling the model so keeps it from simply trying again.
+        """
+        unanswered = guards.unanswered_calls(messages)
+        if not unanswered:
+            return []
+        waiting = approval.gate(
+            unanswered,
+            messages=messages,
+            tools=self.tools_by_name,
+            settings=self.settings,
+            can_approve=True,
+        )
+        held = {c["id"] for c in waiting.held}
+        return [
+            guards.error_result(c, approval.UNDECIDED if c["id"] in held else guards.INTERRUPTED)
+            for c in unanswered
+        ]
 
     def _stop(
         self,
@@ -165,17 +193,37 @@ class Loop:
         )
         for result in refused:
             _log("refused a tool call", ids, "refused", tool_call_id=result.tool_call_id)
-        refused_ids = {m.tool_call_id for m in refused}
-        needs_approval = [
-            c
-            for c in reply.tool_calls
-            if c["name"] in self.settings.approval_required and c["id"] not in refused_ids
-        ]
-        written: list[AnyMessage] = list(refused)
-        if needs_approval:
-            edited, rejected = approval.decide(reply, needs_approval)
-            written = [*([edited] if edited else []), *refused, *rejected]
+        written = self._gated(reply, refused, state["messages"], config, ids)
         return {"messages": written} if written else {}
+
+    def _gated(
+        self,
+        reply: AIMessage,
+        refused: list[ToolMessage],
+        messages: list[AnyMessage],
+        config: RunnableConfig,
+        ids: dict[str, Any],
+    ) -> list[AnyMessage]:
+        """Refuse or hold for approval what must not simply run; the messages to write."""
+        refused_ids = {m.tool_call_id for m in refused}
+        gate = approval.gate(
+            [c for c in reply.tool_calls if c["id"] not in refused_ids],
+            messages=messages,
+            tools=self.tools_by_name,
+            settings=self.settings,
+            can_approve=config.get("configurable", {}).get(CAN_APPROVE, True),
+        )
+        # The ids only: the quoted fragment may be the very secret, and logs travel.
+        for result in gate.refused:
+            message = "exfiltration guard refused a call"
+            _log(message, ids, "exfiltration", logging.WARNING, tool_call_id=result.tool_call_id)
+        for call_id in gate.reasons:
+            _log("exfiltration guard held a call", ids, "exfiltration", tool_call_id=call_id)
+        written: list[AnyMessage] = [*refused, *gate.refused]
+        if gate.held:
+            edited, rejected = approval.decide(reply, gate.held, gate.reasons)
+            written = [*([edited] if edited else []), *written, *rejected]
+        return written
 
     def _budget_exceeded(
         self, state: FerryState, runtime: Runtime[RunContext]

@@ -25,6 +25,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from graph.fence import unfenced
 from graph.planner import Intent, first_number, parse_intents
 from graph.text import message_text
 
@@ -86,6 +87,7 @@ class OfflineModel(BaseChatModel):
 
     def reply(self, messages: Sequence[BaseMessage]) -> AIMessage:
         """Plan the next step of the conversation."""
+        messages = [unfenced(m) for m in messages]  # it reads results as data, never as orders
         start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
         if start < 0:
             return AIMessage(HELP)

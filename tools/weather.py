@@ -74,6 +74,9 @@ def get_weather(city: str, units: Literal["celsius", "fahrenheit"] = "celsius") 
     return reply
 
 
+get_weather.metadata = {"outbound": True}  # the city goes to Open-Meteo, so it can carry data out
+
+
 def _resolve(city: str, base_url: str) -> tuple[Place, list[Place]]:
     """Find the place `city` names; return it and up to two other places of the same name."""
     name, _, qualifier = (part.strip() for part in city.partition(","))

@@ -65,6 +65,9 @@ def web_search(query: str, max_results: int = 5) -> str:
     return format_results(query, data, settings.search_max_chars)
 
 
+web_search.metadata = {"outbound": True}  # the query leaves the machine (exfiltration guard)
+
+
 def _search(
     client: Any, query: str, count: int, timeout_s: float, responses: list[requests.Response]
 ) -> Any:

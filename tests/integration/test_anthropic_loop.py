@@ -18,6 +18,7 @@ from langchain_core.tools import ToolException, tool
 
 from graph import build_graph
 from graph.context import SYSTEM_PROMPT
+from graph.fence import fenced_data
 from graph.guards import turn_counters
 from graph.persistence import sqlite_saver
 from graph.settings import Settings
@@ -91,7 +92,7 @@ def test_parallel_tool_uses_then_answer(server: AnthropicServer, tmp_path: Path)
     results = sent[2]["content"]
     assert sorted(r["tool_use_id"] for r in results) == sorted(call_ids)
     assert {(r["type"], r["is_error"]) for r in results} == {("tool_result", False)}
-    assert sorted(r["content"] for r in results) == ["a=1", "bb=2"]
+    assert sorted(str(fenced_data(r["content"])) for r in results) == ["a=1", "bb=2"]
     server.assert_complete()
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from graph.fence import fenced_data
 from tests.cli_helpers import (
     FERRY,
     UUID4,
@@ -397,7 +398,7 @@ def test_openai_json_reports_the_servers_usage_and_sends_the_results_back(
     sent = second["messages"]
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool"]
     assert [c["id"] for c in sent[2]["tool_calls"]] == ["call_calc", "call_weather"]
-    results = {m["tool_call_id"]: m["content"] for m in sent[3:]}
+    results = {m["tool_call_id"]: str(fenced_data(m["content"])) for m in sent[3:]}
     assert results["call_calc"] == "450"
     assert results["call_weather"].startswith(BOGOTA)
     auth = {r.headers.get("authorization") for r in openai.requests_to("/chat/completions")}

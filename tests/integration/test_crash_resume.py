@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import ToolMessage
 
+from graph.fence import fenced_data
 from graph.guards import INTERRUPTED
 from tests.cli_helpers import (
     assert_every_call_answered_in_place,
@@ -221,7 +222,7 @@ def test_new_question_after_a_kill_mid_tool_is_accepted_by_the_provider(
     )
     sent = openai.chat_requests()[-1]["messages"]
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool", "user"]
-    results = {m["tool_call_id"]: m["content"] for m in sent[3:5]}
+    results = {m["tool_call_id"]: fenced_data(m["content"]) for m in sent[3:5]}
     assert results == {"call_calc": "450", "call_weather": INTERRUPTED}
     assert sent[5]["content"] == "What is 2 + 2?"
 
@@ -266,7 +267,12 @@ def test_resume_after_a_kill_during_the_model_call(tmp_path: Path, openai: OpenA
     assert [m["role"] for m in first["messages"]] == ["system", "user"]
     assert resumed["messages"] == interrupted["messages"]  # the same step, from its checkpoint
     assert [m["role"] for m in resumed["messages"]] == ["system", "user", "assistant", "tool"]
-    assert resumed["messages"][3] == {"content": "450", "role": "tool", "tool_call_id": "call_calc"}
+    sent = resumed["messages"][3]
+    assert (sent["role"], sent["tool_call_id"], fenced_data(sent["content"])) == (
+        "tool",
+        "call_calc",
+        "450",
+    )
     messages = history(thread_id, env=env, cwd=tmp_path)
     assert roles(messages) == ["user", "assistant", "tool", "assistant"]
     assert messages[3] == {"role": "assistant", "content": answer}

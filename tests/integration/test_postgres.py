@@ -23,6 +23,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from graph import build_graph
+from graph.fence import fenced_data
 from graph.guards import turn_counters
 from graph.models import ConfigError
 from graph.postgres import FerryPostgresSaver, open_postgres_saver
@@ -126,7 +127,8 @@ def test_parallel_calls_then_a_second_turn_that_sees_the_first(
         "Human", "AI", "Tool", "AI"
     ]  # fmt: skip
     assert second["messages"][-1].content == "15"
-    assert [m.content for m in model.calls[2] if isinstance(m, ToolMessage)] == ["5", "HI"]
+    sent = [m.content for m in model.calls[2] if isinstance(m, ToolMessage)]
+    assert [fenced_data(str(text)) for text in sent] == ["5", "HI"]
     model.assert_complete()
 
     with open_postgres_saver(database_url) as other:  # another process's view of the thread

@@ -13,6 +13,7 @@ from langchain_core.tools import BaseTool, ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph
+from graph.fence import fence_value, fenced_data
 from graph.guards import turn_counters
 from graph.persistence import sqlite_saver
 from graph.settings import Settings
@@ -111,7 +112,11 @@ def test_one_tool_call_result_goes_back_to_the_model() -> None:
     call_id = result["messages"][1].tool_calls[0]["id"]
     sent = model.calls[1]
     assert isinstance(sent[-1], ToolMessage)
-    assert sent[-1].tool_call_id == call_id and sent[-1].content == "5"
+    stored = result["messages"][2]
+    assert stored.content == "5"  # stored as the tool returned it; fenced only when sent
+    value = fence_value(stored)
+    assert sent[-1].tool_call_id == call_id
+    assert sent[-1].content == f'<tool_data fence="{value}">\n5\n</tool_data fence="{value}">'
     assert result["messages"][2].status == "success"
     model.assert_complete()
 
@@ -132,7 +137,8 @@ def test_three_parallel_calls_in_one_turn_each_get_one_result() -> None:
     ids = [c["id"] for c in result["messages"][1].tool_calls]
     answered = [m.tool_call_id for m in result["messages"] if isinstance(m, ToolMessage)]
     assert sorted(answered) == sorted(ids)
-    assert sorted(str(m.content) for m in model.calls[1] if isinstance(m, ToolMessage)) == [
+    sent = [fenced_data(str(m.content)) for m in model.calls[1] if isinstance(m, ToolMessage)]
+    assert sorted(str(text) for text in sent) == [
         "2",
         "4",
         "Madrid: 21 °C",
@@ -151,7 +157,7 @@ def test_parallel_calls_run_concurrently() -> None:
 
 def test_dependent_call_over_two_model_turns() -> None:
     def multiply_the_temperature(messages: list[Any]) -> AIMessage:
-        temperature = int(str(messages[-1].content).split(":")[1].split("°")[0])
+        temperature = int(str(fenced_data(messages[-1].content)).split(":")[1].split("°")[0])
         return tool_call("add", a=temperature, b=temperature)
 
     model = ScriptedModel(

@@ -1,0 +1,159 @@
+"""The exfiltration matcher: which outbound arguments quote file content read earlier."""
+
+from __future__ import annotations
+
+import random
+import string
+import time
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.tools import tool
+
+from graph.approval import gate
+from graph.cli_agent import ask_decisions
+from graph.exfiltration import MAX_INDEXED_CHARS, Guard, is_outbound, is_private
+from graph.settings import Settings
+from tools import TOOLS
+
+FILE = (
+    "notes.txt: lines 1-4 of 4\n"
+    "Shopping: milk, eggs, bread\n"
+    "The door code is 7391-ALPHA-omega-22, do not share it.\n"
+    "hunter2-pass\n"
+    "ok\n"
+)
+
+
+def read(content: str, call_id: str = "r1", name: str = "read_file", **extra: Any) -> list[Any]:
+    """A read and its result, as they sit in a thread."""
+    call = ToolCall(name=name, args={"path": "notes.txt"}, id=call_id, type="tool_call")
+    return [
+        AIMessage("", tool_calls=[call], id=f"a-{call_id}"),
+        ToolMessage(content, tool_call_id=call_id, name=name, id=f"t-{call_id}", **extra),
+    ]
+
+
+def search(**args: Any) -> ToolCall:
+    return ToolCall(name="web_search", args=args, id="s1", type="tool_call")
+
+
+def quote(messages: list[Any], call: ToolCall) -> str | None:
+    finding = Guard(messages, {"read_file"}).finding(call)
+    return None if finding is None else finding.fragment
+
+
+def thread(content: str = FILE) -> list[Any]:
+    return [HumanMessage("hi", id="h"), *read(content)]
+
+
+def test_24_consecutive_characters_are_a_quote_and_23_are_not() -> None:
+    line = "The door code is 7391-ALPHA-omega-22, do not share it."
+    assert quote(thread(), search(query="about " + line[10:34])) == line[10:34].casefold()
+    assert quote(thread(), search(query=f"x{line[5:40]}y")) == line[5:40].casefold()  # all of it
+    assert quote(thread(), search(query="about " + line[10:33])) is None
+
+
+@pytest.mark.parametrize("offset", range(17))
+def test_a_quote_is_found_wherever_it_starts(offset: int) -> None:
+    text = "".join(random.Random(offset).choices(string.ascii_lowercase, k=300))
+    fragment = text[100 + offset : 124 + offset]
+    assert quote(thread(text), search(query=f"x {fragment} y")) == fragment
+
+
+def test_case_and_whitespace_do_not_hide_a_quote() -> None:
+    rewrapped = "SHOPPING:   MILK, eggs,\tbread THE DOOR"
+    assert quote(thread(), search(query=rewrapped)) == "shopping: milk, eggs, bread the door"
+
+
+def test_a_whole_line_of_ten_characters_or_more_counts() -> None:
+    assert quote(thread(), search(query="is hunter2-pass safe?")) == "hunter2-pass"
+    assert quote(thread(), search(query="ok")) is None
+    assert quote(thread("----------\n"), search(query="a ---------- b")) is None  # no letters
+
+
+def test_every_argument_is_checked_nested_ones_included() -> None:
+    call = search(query="weather", options={"tags": ["x", "The door code is 7391-ALPHA"]})
+    assert quote(thread(), call) == "the door code is 7391-alpha"
+
+
+def test_only_successful_results_of_private_tools_are_sources() -> None:
+    line = "The door code is 7391-ALPHA-omega-22"
+    call = search(query=line)
+    assert quote([*read(line, name="web_search")], call) is None
+    assert quote([*read(line, status="error")], call) is None
+    assert quote([*read(line)], call) == line.casefold()
+
+
+def test_the_finding_names_the_file_and_explains_itself() -> None:
+    call = search(query="so: code is 7391-ALPHA-omega-22, do")
+    finding = Guard(thread(), {"read_file"}).finding(call)
+    assert finding is not None and finding.source == "read_file(notes.txt)"
+    assert finding.description().startswith(
+        "Held by the exfiltration guard: web_search would send text that read_file(notes.txt) "
+        "returned earlier (“code is 7391-alpha-omega-22, do”) off this machine."
+    )
+
+
+def test_indexing_is_capped_newest_first() -> None:
+    old_line = "an old secret line that nobody should send anywhere"
+    filler = "".join(random.Random(1).choices(string.ascii_letters, k=MAX_INDEXED_CHARS))
+    messages = [*read(old_line, "r1"), *read(filler, "r2")]
+    assert quote(messages, search(query=filler[-40:])) == filler[-40:].casefold()
+    assert quote(messages, search(query=old_line)) is None  # past the cap: not checked
+
+
+def test_matching_time_depends_on_the_arguments_not_the_file() -> None:
+    big = "".join(random.Random(2).choices(string.ascii_letters + " ", k=400_000))
+    messages = thread(big)
+    Guard(messages, {"read_file"}).finding(search(query="warm-up"))  # builds the cached index
+    query = "".join(random.Random(3).choices(string.ascii_letters, k=300))
+    started = time.perf_counter()
+    for _ in range(20):
+        assert Guard(messages, {"read_file"}).finding(search(query=query)) is None
+    # About 0.5 ms here; scanning the text for each 24-character window takes about 17 ms.
+    assert (time.perf_counter() - started) / 20 < 0.005
+
+
+def test_outbound_and_private_tools_are_declared_by_metadata() -> None:
+    by_name = {t.name: t for t in TOOLS}
+    assert [name for name, t in by_name.items() if is_outbound(t)] == ["web_search", "get_weather"]
+    assert [name for name, t in by_name.items() if is_private(t)] == ["read_file"]
+
+    @tool
+    def mailbox(folder: str) -> str:
+        """Read mail.
+
+        Args:
+            folder: which folder.
+        """
+        return folder
+
+    mailbox.metadata = {"private": True}
+    assert is_private(mailbox)
+
+
+def test_only_outbound_calls_are_gated() -> None:
+    messages: list[AnyMessage] = thread()
+    quoting = "The door code is 7391-ALPHA-omega-22"
+    calls = [
+        ToolCall(name="calculator", args={"expression": quoting}, id="c1", type="tool_call"),
+        ToolCall(name="get_weather", args={"city": quoting}, id="w1", type="tool_call"),
+    ]
+    tools = {t.name: t for t in TOOLS}
+    held = gate(calls, messages=messages, tools=tools, settings=Settings(), can_approve=True)
+    assert [c["id"] for c in held.held] == ["w1"] and held.refused == []
+    assert list(held.reasons) == ["w1"]
+    off = Settings(exfiltration_guard="off")
+    assert gate(calls, messages=messages, tools=tools, settings=off, can_approve=False).held == []
+
+
+def test_the_terminal_prompt_shows_why_a_call_is_held(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("builtins.input", lambda prompt="": "r")
+    why = "Held by the exfiltration guard: web_search would send text that read_file(notes.txt)"
+    pending = [{"id": "s1", "name": "web_search", "args": {"query": "x"}, "description": why}]
+    assert ask_decisions(pending) == {"s1": {"action": "reject", "reason": "r"}}
+    assert capsys.readouterr().err == why + "\n"
