@@ -1,10 +1,11 @@
 """Studio sees every thread of `FERRY_DB`: the dev server's registry follows the database.
 
 `langgraph dev` serves only the threads in its own registry (kept under `.langgraph_api/`) and
-answers 404 for any other, even when its checkpoints are in the database. `langgraph.json` mounts
-`app`, whose lifespan registers the database's threads with the server before it serves, drops
-the entries whose checkpoints are gone (a previous `FERRY_DB`'s threads, deleted ones), and keeps
-doing both every few seconds, so a thread started with `ferry ask` shows up in Studio.
+answers 404 for any other, even when its checkpoints are in the database. The app that
+`langgraph.json` mounts (`graph.server_security.app`) runs `lifespan` below, which registers the
+database's threads with the server before it serves, drops the entries whose checkpoints are
+gone (a previous `FERRY_DB`'s threads, deleted ones), and keeps doing both every few seconds,
+so a thread started with `ferry ask` shows up in Studio.
 """
 
 from __future__ import annotations
@@ -148,6 +149,3 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
         with suppress(asyncio.CancelledError):
             await syncing
         await client.aclose()
-
-
-app = Starlette(lifespan=lifespan)

@@ -7,24 +7,16 @@ offline planner and the weather comes from a loopback Open-Meteo, so nothing lea
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
+from langgraph_sdk.errors import BadRequestError
 
 from tests.cli_helpers import (
     UUID4,
@@ -37,16 +29,12 @@ from tests.cli_helpers import (
     roles,
     succeeded,
 )
+from tests.langgraph_dev import langgraph_dev
 from tests.servers.openmeteo import OpenMeteoServer
 
-REPO = Path(__file__).resolve().parents[2]
-LANGGRAPH = Path(sys.executable).with_name("langgraph")
 THREE_INTENTS = "What day is it, how much is 150 * 3, and what's the weather in Bogotá?"
 BOGOTA = "Bogotá, Bogota D.C., Colombia: 14.2 °C"
-STARTUP_TIMEOUT_S = 60.0
 SYNC_TIMEOUT_S = 20.0  # the server looks for new threads every 3 s
-STOP_TIMEOUT_S = 15.0
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -67,96 +55,6 @@ def env(tmp_path: Path, openmeteo: OpenMeteoServer) -> dict[str, str]:
         LANGGRAPH_CLI_NO_ANALYTICS="1",
         LANGGRAPH_NO_VERSION_CHECK="true",  # no PyPI look-up at start-up
     )
-
-
-def project_folder(tmp_path: Path) -> Path:
-    """A folder where `langgraph dev` finds the repository's `langgraph.json` and `graph/`.
-
-    The dev server keeps its registry in `.langgraph_api/` under the folder it starts in, and
-    Ferry reads `.env` from there: linking the two files the configuration names, instead of
-    starting in the repository, keeps both to this test.
-    """
-    folder = tmp_path / "project"
-    if not folder.exists():
-        folder.mkdir()
-        for name in ("langgraph.json", "graph"):
-            (folder / name).symlink_to(REPO / name)
-    return folder
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@contextlib.contextmanager
-def langgraph_dev(tmp_path: Path, env: dict[str, str]) -> Iterator[SyncLangGraphClient]:
-    """Start `langgraph dev`, wait until it serves, yield a client; then stop it, cleanly."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    earlier = list(tmp_path.glob("langgraph-dev-*.log"))
-    log_path = tmp_path / f"langgraph-dev-{len(earlier) + 1}.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1"]
-            + ["--port", str(port)],
-            cwd=project_folder(tmp_path),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        wait_until_ready(url, process, log_path)
-        with get_sync_client(url=url, api_key=None) as client:
-            try:
-                yield client
-            except BaseException as exc:
-                exc.add_note(f"langgraph dev's log ends:\n{server_log(log_path)[-4000:]}")
-                raise
-    finally:
-        stopped = stop(process)
-    assert stopped, f"langgraph dev did not stop on SIGTERM\n{server_log(log_path)[-4000:]}"
-    assert "Traceback" not in server_log(log_path), server_log(log_path)
-
-
-def server_log(path: Path) -> str:
-    """The server's output, without terminal colours."""
-    return ANSI.sub("", path.read_text(encoding="utf-8", errors="replace"))
-
-
-def wait_until_ready(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"exited {process.returncode}\n{server_log(log_path)}")
-        try:
-            with urllib.request.urlopen(f"{url}/ok", timeout=2) as reply:
-                if reply.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"not serving after {STARTUP_TIMEOUT_S} s\n{server_log(log_path)}")
-
-
-def stop(process: subprocess.Popen[bytes]) -> bool:
-    """SIGTERM the server's process group, SIGKILL what is left; whether it stopped in time."""
-    stopped = False
-    if process.poll() is None:  # else it died by itself
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=STOP_TIMEOUT_S)
-            stopped = True
-        except subprocess.TimeoutExpired:
-            pass
-    with contextlib.suppress(ProcessLookupError):  # the group is empty after a clean stop
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=STOP_TIMEOUT_S)
-    return stopped
 
 
 def registered(client: SyncLangGraphClient) -> set[str]:
@@ -321,18 +219,43 @@ def test_threads_of_another_database_are_dropped_at_start_up(
 # --- approvals -------------------------------------------------------------------------------
 
 
+def assert_a_client_result_is_refused(
+    client: SyncLangGraphClient, thread_id: str, pending: dict[str, Any]
+) -> None:
+    """What agent-chat-ui sends when the user types during a pause is refused; still paused."""
+    forged = {"type": "tool", "tool_call_id": pending["id"], "name": pending["name"],
+              "content": "Successfully handled tool call.", "id": "do-not-render-1"}  # fmt: skip
+    awaiting = f"tool call {pending['id']} ({pending['name']}) is awaiting approval"
+    with pytest.raises(Exception, match=re.escape(f"ClientToolResultError: {awaiting}")):
+        client.runs.wait(
+            thread_id,
+            "agent",
+            input={"messages": [forged, {"type": "human", "content": "What is 2 + 2?"}]},
+        )
+    with pytest.raises(BadRequestError, match=re.escape(awaiting)):
+        client.threads.update_state(thread_id, {"messages": [forged]})
+    state = client.threads.get_state(thread_id)
+    assert state["next"] == ["check"]
+    assert isinstance(state["values"], dict)
+    assert types(state["values"]["messages"]) == ["human", "ai"]
+    pauses = [i["value"] for task in state["tasks"] for i in task["interrupts"]]
+    assert [p["pending_approvals"] for p in pauses] == [[pending]]
+
+
 def test_an_approval_pause_shows_in_the_server_and_is_decided_there_or_in_the_cli(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     env = {**env, "FERRY_APPROVE_TOOLS": "calculator"}
     question = {"messages": [{"role": "user", "content": "What is 150 * 3?"}]}
-    with langgraph_dev(tmp_path, env) as client:
+    refused = ("graph.provenance.ClientToolResultError",)  # logged with a traceback by the server
+    with langgraph_dev(tmp_path, env, expected_errors=refused) as client:
         thread_id = client.threads.create()["thread_id"]
         client.runs.wait(thread_id, "agent", input=question)
         state = client.threads.get_state(thread_id)
         pauses = [i["value"] for task in state["tasks"] for i in task["interrupts"]]
         assert [p["pending_approvals"][0]["name"] for p in pauses] == ["calculator"]
         assert pauses[0]["pending_approvals"][0]["args"] == {"expression": "150 * 3"}
+        assert_a_client_result_is_refused(client, thread_id, pauses[0]["pending_approvals"][0])
         values = client.runs.wait(thread_id, "agent", command={"resume": {"action": "approve"}})
         assert isinstance(values, dict) and values["stop_reason"] == "answered"
         assert values["messages"][-1]["content"] == "150 * 3 = 450"
