@@ -72,13 +72,21 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"\nferry: interrupted.{hint}\n")
         return 130
     except Exception as exc:  # noqa: BLE001 - one clear line, never a traceback
-        if os.environ.get("FERRY_DEBUG"):
-            raise
+        from graph.allowlist import StoredValueError
         from graph.log import redact
         from graph.models import ConfigError
 
-        known = isinstance(exc, UserError | ConfigError)
-        sys.stderr.write(f"ferry: {'' if known else type(exc).__name__ + ': '}{redact(str(exc))}\n")
+        if os.environ.get("FERRY_DEBUG"):
+            import traceback
+
+            # The traceback quotes error messages, and a provider's may quote the key.
+            sys.stderr.write(redact(traceback.format_exc()))
+            return 1
+        known = isinstance(exc, UserError | ConfigError | StoredValueError)
+        from graph.terminal import printable
+
+        line = f"ferry: {'' if known else type(exc).__name__ + ': '}{redact(str(exc))}"
+        sys.stderr.write(printable(line) + "\n")
         return 1
 
 

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from graph.terminal import printable
+
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
 
@@ -65,8 +67,11 @@ def ask_decisions(pending: list[dict[str, Any]]) -> dict[str, Any]:
     decisions: dict[str, Any] = {}
     for call in pending:
         shown = f"{call['name']}({json.dumps(call['args'], ensure_ascii=False)})"
+        if call.get("description"):  # why a guard held it
+            sys.stderr.write(printable(call["description"]) + "\n")
         while True:
-            choice = input(f"approve {shown}? [a]pprove / [e]dit / [r]eject: ").strip().lower()
+            question = printable(f"approve {shown}? [a]pprove / [e]dit / [r]eject: ")
+            choice = input(question).strip().lower()
             if choice.startswith("a"):
                 decisions[call["id"]] = {"action": "approve"}
             elif choice.startswith("r"):
@@ -92,12 +97,15 @@ def run_to_stop(graph: FerryGraph, graph_input: Any, thread_id: str, as_json: bo
     """Run to the answer, a guard's stop, or a pause for approval, and report it."""
     from langgraph.types import Command
 
+    from graph.nodes import CAN_APPROVE
     from graph.runner import Progress, RunSummary, json_report, pending_approvals_of, stream_run
 
     config = thread_config(thread_id)
     progress = Progress(out=None if as_json else sys.stdout)
     summary = RunSummary()
     interactive = not as_json and sys.stdin.isatty()
+    # A decision passed with the command is a person's; otherwise only a terminal can give one.
+    config["configurable"][CAN_APPROVE] = interactive or isinstance(graph_input, Command)
     while True:
         stream_run(graph, graph_input, config, progress, summary)
         state = graph.get_state(config)
@@ -109,7 +117,8 @@ def run_to_stop(graph: FerryGraph, graph_input: Any, thread_id: str, as_json: bo
         print_json(json_report(thread_id, state.values, summary, pending))
     elif pending:
         for call in pending:
-            sys.stderr.write(f"awaiting approval: {call['name']}({json.dumps(call['args'])})\n")
+            line = f"awaiting approval: {call['name']}({json.dumps(call['args'])})"
+            sys.stderr.write(printable(line) + "\n")
         sys.stderr.write(
             f"decide with: ferry resume --thread {thread_id} --approve (or --reject REASON)\n"
         )

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    """Show every stored message of a thread."""
+    """Show every stored message of a thread (escaped for the terminal unless `--json`)."""
+    from graph.terminal import printable
     from graph.threads import message_record
 
     with open_graph(args, need_model=False) as graph:
@@ -29,11 +30,10 @@ def cmd_history(args: argparse.Namespace) -> int:
             f" ({record['status']})" if record.get("status") == "error" else ""
         )
         if record["content"]:
-            sys.stdout.write(f"{label}: {record['content']}\n")
+            sys.stdout.write(printable(f"{label}: {record['content']}") + "\n")
         for call in record.get("tool_calls", []):
-            sys.stdout.write(
-                f"{label}: → {call['name']}({json.dumps(call['args'], ensure_ascii=False)})\n"
-            )
+            call_args = json.dumps(call["args"], ensure_ascii=False)
+            sys.stdout.write(printable(f"{label}: → {call['name']}({call_args})") + "\n")
     return 0
 
 

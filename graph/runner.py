@@ -13,21 +13,28 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StreamMode
 
 from graph.nodes import RunContext
+from graph.terminal import printable
 from graph.text import message_text, token_usage
 
 
 @dataclass
 class Progress:
-    """Where a run's output goes: answer tokens to `out`, tool progress to `err`."""
+    """Where a run's output goes: answer tokens to `out`, tool progress to `err`.
 
-    out: TextIO | None = sys.stdout
-    err: TextIO | None = sys.stderr
+    Both are written through `printable`: the text comes from a model or a tool, and its
+    control characters must not drive the terminal.
+    """
+
+    # Looked up when a Progress is made, not when this module is imported, so a replaced
+    # `sys.stdout` (a test's capture, a redirected console) is the one written to.
+    out: TextIO | None = field(default_factory=lambda: sys.stdout)
+    err: TextIO | None = field(default_factory=lambda: sys.stderr)
     printed_answer: bool = False
 
     def token(self, text: str) -> None:
         """Print a piece of the answer as soon as it arrives."""
         if self.out and text:
-            self.out.write(text)
+            self.out.write(printable(text))
             self.out.flush()
             self.printed_answer = True
 
@@ -39,7 +46,7 @@ class Progress:
                 self.out.write("\n")
                 self.out.flush()
                 self.printed_answer = False
-            self.err.write(line + "\n")
+            self.err.write(printable(line) + "\n")
             self.err.flush()
 
 
