@@ -1,6 +1,6 @@
 """The two systems under test, built the same way on the same SQLite connection settings.
 
-Both get the same model, the same tools and a connection from `graph.persistence.connect`
+Both get the same model, the same tools and a connection from `graph.storage.connect`
 (WAL, busy timeout, synchronous=NORMAL), so the comparison is about how each stores its state,
 not about SQLite pragmas.
 """
@@ -46,8 +46,8 @@ def build(name: str, path: Path, model: BaseChatModel, tools: list[BaseTool]) ->
     path.parent.mkdir(parents=True, exist_ok=True)
     if name == "ferry":
         from graph import build_graph
-        from graph.persistence import sqlite_saver
         from graph.settings import Settings
+        from graph.storage import sqlite_saver
 
         saver = sqlite_saver(path)
         settings = Settings(
@@ -64,7 +64,7 @@ def build(name: str, path: Path, model: BaseChatModel, tools: list[BaseTool]) ->
     elif name == "reference":
         from langchain.agents import create_agent
 
-        from graph.persistence import connect
+        from graph.storage import connect
 
         saver = SqliteSaver(connect(path))
         graph = create_agent(model, tools=tools, checkpointer=saver)

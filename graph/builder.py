@@ -145,7 +145,7 @@ def _compile(
         from tools import TOOLS
 
         tools = TOOLS
-    from graph.persistence import RecordsStarts
+    from graph.storage import RecordsStarts
 
     first_start = checkpointer.first_start if isinstance(checkpointer, RecordsStarts) else None
     loop = Loop(settings=settings, tools=list(tools), model=model, first_start=first_start)
@@ -180,7 +180,7 @@ def build_graph(
     """
     settings = settings or get_settings()
     if checkpointer is None:
-        from graph.persistence import default_saver
+        from graph.storage import default_saver
 
         checkpointer = default_saver(settings)
     return _compile(settings, model, tools, checkpointer)

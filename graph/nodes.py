@@ -19,10 +19,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from graph import approval, guards
-from graph.context import for_model
 from graph.execution import run_call
 from graph.log import redact
 from graph.models import make_model
+from graph.prompt import for_model
 from graph.settings import Settings
 from graph.state import FerryState, StopReason, merge_messages
 

@@ -17,15 +17,15 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, Too
 from langchain_core.tools import ToolException, tool
 
 from graph import build_graph
-from graph.context import SYSTEM_PROMPT
 from graph.fence import fenced_data
 from graph.guards import turn_counters
-from graph.persistence import sqlite_saver
+from graph.prompt import SYSTEM_PROMPT
 from graph.settings import Settings
+from graph.storage import sqlite_saver
 from graph.text import message_text
-from tests.cli_helpers import ferry, ferry_env, history, one_json_object, succeeded
-from tests.servers.anthropic import AnthropicServer, anthropic_answer, anthropic_tool_uses
-from tests.turns import ask
+from tests.support.cli_helpers import ferry, ferry_env, history, one_json_object, succeeded
+from tests.support.servers.anthropic import AnthropicServer, anthropic_answer, anthropic_tool_uses
+from tests.support.turns import ask
 
 CALLS: list[str] = []
 

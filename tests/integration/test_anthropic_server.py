@@ -14,8 +14,8 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, Too
 from langchain_core.tools import tool
 
 from graph.text import message_text
-from tests.servers.anthropic import AnthropicServer, anthropic_answer, anthropic_tool_uses
-from tests.servers.base import Reply
+from tests.support.servers.anthropic import AnthropicServer, anthropic_answer, anthropic_tool_uses
+from tests.support.servers.base import Reply
 
 HEADERS = {"x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01"}
 

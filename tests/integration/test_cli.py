@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from graph.fence import fenced_data
-from tests.cli_helpers import (
+from tests.support.cli_helpers import (
     FERRY,
     UUID4,
     ferry,
@@ -26,8 +26,8 @@ from tests.cli_helpers import (
     stored_text,
     succeeded,
 )
-from tests.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
-from tests.servers.openmeteo import OpenMeteoServer
+from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
+from tests.support.servers.openmeteo import OpenMeteoServer
 
 THREE_INTENTS = "What day is it, how much is 150 * 3, and what's the weather in Bogotá?"
 BOGOTA = "Bogotá, Bogota D.C., Colombia: 14.2 °C"

@@ -17,7 +17,7 @@ from langchain_core.messages import ToolMessage
 
 from graph.fence import fenced_data
 from graph.guards import INTERRUPTED
-from tests.cli_helpers import (
+from tests.support.cli_helpers import (
     assert_every_call_answered_in_place,
     ferry,
     ferry_env,
@@ -31,9 +31,9 @@ from tests.cli_helpers import (
     tool_results,
     wait_until,
 )
-from tests.servers.base import Reply, Request
-from tests.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
-from tests.servers.openmeteo import OpenMeteoServer
+from tests.support.servers.base import Reply, Request
+from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
+from tests.support.servers.openmeteo import OpenMeteoServer
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -21,10 +21,10 @@ from graph.approval import UNDECIDED
 from graph.fence import fenced_data
 from graph.nodes import CAN_APPROVE
 from graph.settings import Settings
-from tests.cli_helpers import ferry, ferry_env, one_json_object
-from tests.scripted import ScriptedModel, answer, tool_call
-from tests.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
-from tests.servers.tavily import FAKE_KEY, TavilyServer
+from tests.support.cli_helpers import ferry, ferry_env, one_json_object
+from tests.support.scripted import ScriptedModel, answer, tool_call
+from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
+from tests.support.servers.tavily import FAKE_KEY, TavilyServer
 from tools import TOOLS
 
 SECRET = "vault code 7391-ALPHA-omega-22 for the east door"

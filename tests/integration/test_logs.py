@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from tests.cli_helpers import ferry as run_ferry
+from tests.support.cli_helpers import ferry as run_ferry
 
 
 def test_json_log_lines_through_a_paused_and_resumed_run(tmp_path: Path) -> None:

@@ -12,9 +12,9 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from graph import build_graph
 from graph.guards import turn_counters
-from graph.persistence import sqlite_saver
-from tests.servers.openmeteo import OpenMeteoServer
-from tests.turns import ask
+from graph.storage import sqlite_saver
+from tests.support.servers.openmeteo import OpenMeteoServer
+from tests.support.turns import ask
 
 
 @pytest.fixture

@@ -18,10 +18,10 @@ from langchain_openai import ChatOpenAI
 
 from graph import build_graph
 from graph.guards import turn_counters
-from graph.persistence import sqlite_saver
 from graph.settings import Settings
-from tests.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
-from tests.turns import ask
+from graph.storage import sqlite_saver
+from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
+from tests.support.turns import ask
 
 CALLS: list[str] = []
 
@@ -167,7 +167,7 @@ def test_model_call_honours_retry_after(
 ) -> None:
     import time
 
-    from tests.servers.base import Reply
+    from tests.support.servers.base import Reply
 
     server.script([openai_answer("after the wait")])
     server.fail_next(Reply(429, {"error": {"message": "slow down"}}, {"Retry-After": "1"}))
@@ -184,7 +184,7 @@ def test_a_model_that_stays_down_fails_after_bounded_attempts(
 ) -> None:
     import openai
 
-    from tests.servers.base import Reply
+    from tests.support.servers.base import Reply
 
     server.fail_next(Reply(503, {"error": {"message": "down"}}, {"Retry-After": "0"}), times=10)
     graph = _factory_graph(server, tmp_path / "db", monkeypatch)

@@ -14,8 +14,8 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, Too
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
-from tests.servers.base import Reply
-from tests.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
+from tests.support.servers.base import Reply
+from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
 
 
 @tool

@@ -26,15 +26,15 @@ from graph import build_graph
 from graph.fence import fenced_data
 from graph.guards import turn_counters
 from graph.models import ConfigError
-from graph.postgres import FerryPostgresSaver, open_postgres_saver
-from graph.serde import StoredValueError
 from graph.settings import Settings
-from graph.threads import list_threads
-from tests.cli_helpers import ferry, ferry_env, history, one_json_object, roles, succeeded
-from tests.growth import bytes_per_turn, postgres_stored_bytes
-from tests.hostile_rows import PLANTED_MODULE, hostile_values, plant_module
-from tests.pgserver import REQUIRED, PostgresServer, find_bin_dir
-from tests.scripted import ScriptedModel, answer, parallel, tool_call
+from graph.storage.postgres import FerryPostgresSaver, open_postgres_saver
+from graph.storage.serde import StoredValueError
+from graph.storage.threads import list_threads
+from tests.support.cli_helpers import ferry, ferry_env, history, one_json_object, roles, succeeded
+from tests.support.growth import bytes_per_turn, postgres_stored_bytes
+from tests.support.hostile_rows import PLANTED_MODULE, hostile_values, plant_module
+from tests.support.pgserver import REQUIRED, PostgresServer, find_bin_dir
+from tests.support.scripted import ScriptedModel, answer, parallel, tool_call
 
 pytestmark = pytest.mark.timeout(180)
 REPO = Path(__file__).resolve().parents[2]
@@ -176,7 +176,7 @@ def test_a_crash_inside_a_side_effect_is_resumed_without_repeating_it(
 
     def run(step: str, **extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "tests.payment", str(log), step],
+            [sys.executable, "-m", "tests.support.payment", str(log), step],
             env={**env, **extra}, cwd=tmp_path, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
 
@@ -191,7 +191,7 @@ def test_a_crash_inside_a_side_effect_is_resumed_without_repeating_it(
 def test_the_server_factory_and_the_cli_share_threads(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from graph.server import checkpointer
+    from graph.server.checkpointer import checkpointer
 
     monkeypatch.setenv("FERRY_DATABASE_URL", database_url)
     config = {"configurable": {"thread_id": str(uuid.uuid4())}}
@@ -229,7 +229,7 @@ class FakeThreads:
 
 
 def test_studio_registers_the_threads_stored_in_postgres_and_keeps_them(database_url: str) -> None:
-    from graph.studio import RegistrySync
+    from graph.server.registry import RegistrySync
 
     stored, stale = str(uuid.uuid4()), str(uuid.uuid4())
     with open_postgres_saver(database_url) as saver:
@@ -307,9 +307,9 @@ def test_cli_reports_an_unreachable_server_in_one_line(tmp_path: Path) -> None:
 
 
 def test_a_missing_postgres_extra_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from graph.persistence import open_saver
+    from graph.storage import open_saver
 
-    monkeypatch.delitem(sys.modules, "graph.postgres")
+    monkeypatch.delitem(sys.modules, "graph.storage.postgres")
     monkeypatch.setitem(sys.modules, "psycopg", None)  # what an install without the extra has
     with pytest.raises(ConfigError, match=r"pip install 'ferry-agent\[postgres\]'"):
         with open_saver(Settings(database_url="postgresql://127.0.0.1/ferry")):
@@ -428,7 +428,7 @@ def _plant_in_postgres(url: str, thread: str, value: tuple[str, bytes]) -> None:
 def test_a_planted_row_runs_nothing_through_the_sync_and_async_savers(
     database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, payload: str
 ) -> None:
-    from graph.server import checkpointer
+    from graph.server.checkpointer import checkpointer
 
     marker = tmp_path / "code-ran"
     plant_module(tmp_path, marker)

@@ -24,15 +24,15 @@ from langchain_openai import ChatOpenAI
 
 from graph.builder import build_graph
 from graph.log import JsonFormatter
-from graph.persistence import sqlite_saver
 from graph.settings import Settings
-from tests.cli_helpers import ferry, ferry_env, history, one_json_object, succeeded
-from tests.leaks import found_in, quoting_every_form
-from tests.servers.base import Reply
-from tests.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
-from tests.servers.openmeteo import OpenMeteoServer, error
-from tests.servers.tavily import TavilyServer, tavily_error
-from tests.turns import ask
+from graph.storage import sqlite_saver
+from tests.support.cli_helpers import ferry, ferry_env, history, one_json_object, succeeded
+from tests.support.leaks import found_in, quoting_every_form
+from tests.support.servers.base import Reply
+from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
+from tests.support.servers.openmeteo import OpenMeteoServer, error
+from tests.support.servers.tavily import TavilyServer, tavily_error
+from tests.support.turns import ask
 
 KEY = "sk-test-Q9v/Xw+Lm2=Rt7kd"
 SECRETS = {

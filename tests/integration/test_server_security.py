@@ -13,8 +13,8 @@ import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 
-from tests.cli_helpers import ferry, ferry_env, new_thread_id, succeeded
-from tests.langgraph_dev import serving
+from tests.support.cli_helpers import ferry, ferry_env, new_thread_id, succeeded
+from tests.support.langgraph_dev import serving
 
 STUDIO = "https://smith.langchain.com"
 LOCAL_PAGE = "http://localhost:3000"

@@ -16,7 +16,7 @@ def test_resume_does_not_repeat_a_call_with_side_effects(tmp_path: Path) -> None
 
     def run(step: str, **extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "tests.payment", str(log), step],
+            [sys.executable, "-m", "tests.support.payment", str(log), step],
             env={**env, **extra}, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
 

@@ -15,10 +15,10 @@ from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
 from graph import build_graph
-from graph.persistence import sqlite_saver
 from graph.settings import Settings
-from tests.growth import bytes_per_turn, sqlite_stored_bytes
-from tests.scripted import ScriptedModel, answer, tool_call
+from graph.storage import sqlite_saver
+from tests.support.growth import bytes_per_turn, sqlite_stored_bytes
+from tests.support.scripted import ScriptedModel, answer, tool_call
 
 ROUNDS = 3  # tool calls per turn, one after the other
 EARLY, LATE, SPAN = 5, 40, 2  # growth is averaged over SPAN turns after EARLY and after LATE

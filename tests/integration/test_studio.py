@@ -18,7 +18,7 @@ import pytest
 from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import BadRequestError
 
-from tests.cli_helpers import (
+from tests.support.cli_helpers import (
     UUID4,
     assert_every_call_answered_in_place,
     ferry,
@@ -29,8 +29,8 @@ from tests.cli_helpers import (
     roles,
     succeeded,
 )
-from tests.langgraph_dev import langgraph_dev
-from tests.servers.openmeteo import OpenMeteoServer
+from tests.support.langgraph_dev import langgraph_dev
+from tests.support.servers.openmeteo import OpenMeteoServer
 
 THREE_INTENTS = "What day is it, how much is 150 * 3, and what's the weather in Bogotá?"
 BOGOTA = "Bogotá, Bogota D.C., Colombia: 14.2 °C"

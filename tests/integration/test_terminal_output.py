@@ -16,10 +16,10 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from graph.builder import build_graph
 from graph.cli import main
-from graph.persistence import open_saver
 from graph.settings import get_settings
-from tests.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
-from tests.servers.openmeteo import OpenMeteoServer
+from graph.storage import open_saver
+from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
+from tests.support.servers.openmeteo import OpenMeteoServer
 
 THREAD = "hostile-page"
 CITY = "\x1b[2JAtlantis\x9b31m"

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from langchain_core.tools import ToolException
 
-from tests.servers.base import Reply, closed_port_url
-from tests.servers.openmeteo import CITIES, OpenMeteoServer
+from tests.support.servers.base import Reply, closed_port_url
+from tests.support.servers.openmeteo import CITIES, OpenMeteoServer
 from tools.http import get_json
 from tools.weather import WMO_CODES, get_weather
 

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 from langchain_core.tools import ToolException
 
-from tests.servers.base import Reply, closed_port_url
-from tests.servers.tavily import FAKE_KEY, TavilyServer, tavily_error
+from tests.support.servers.base import Reply, closed_port_url
+from tests.support.servers.tavily import FAKE_KEY, TavilyServer, tavily_error
 from tools.web_search import web_search
 
 

@@ -15,10 +15,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from graph import build_graph
-from graph.cli_agent import ask_decisions
+from graph.cli.agent import ask_decisions
 from graph.settings import Settings
-from tests.cli_helpers import ferry
-from tests.scripted import ScriptedModel, answer, parallel, tool_call
+from tests.support.cli_helpers import ferry
+from tests.support.scripted import ScriptedModel, answer, parallel, tool_call
 
 RUNS: list[str] = []
 CONFIG: Any = {"configurable": {"thread_id": "t1"}}

@@ -21,7 +21,7 @@ from graph import build_graph
 from graph.approval import UNDECIDED
 from graph.provenance import ClientToolResultError
 from graph.settings import Settings
-from tests.scripted import ScriptedModel, answer, tool_call
+from tests.support.scripted import ScriptedModel, answer, tool_call
 
 RUNS: list[str] = []
 CONFIG: Any = {"configurable": {"thread_id": "t1"}}

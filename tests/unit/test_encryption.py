@@ -12,8 +12,8 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from graph.cli import main
-from graph.serde import MESSAGES, FerrySerializer, StoredValueError, serializer
 from graph.settings import ConfigError
+from graph.storage.serde import MESSAGES, FerrySerializer, StoredValueError, serializer
 
 KEY = "0123456789abcdef0123456789abcdef"
 SECRET_QUESTION = "What is 1234 * 5678?"

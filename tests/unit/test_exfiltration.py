@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCal
 from langchain_core.tools import tool
 
 from graph.approval import gate
-from graph.cli_agent import ask_decisions
+from graph.cli.agent import ask_decisions
 from graph.exfiltration import MAX_INDEXED_CHARS, Guard, is_outbound, is_private
 from graph.settings import Settings
 from tools import TOOLS

@@ -9,8 +9,8 @@ import sys
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
 
-from graph.context import MAX_RESULT_CHARS, SYSTEM_PROMPT, for_model
 from graph.fence import FENCE_PROMPT, REMOVED, fence_value, fenced, fenced_data, unfenced
+from graph.prompt import MAX_RESULT_CHARS, SYSTEM_PROMPT, for_model
 
 CALL = {"name": "web_search", "args": {"query": "ferries"}, "id": "call_1", "type": "tool_call"}
 

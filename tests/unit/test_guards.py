@@ -16,11 +16,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from graph import build_graph
 from graph.guards import turn_counters
 from graph.log import JsonFormatter, redact
-from graph.persistence import sqlite_saver
 from graph.settings import Settings
 from graph.state import merge_messages
-from tests.scripted import ScriptedModel, answer, parallel, tool_call, with_usage
-from tests.turns import ask
+from graph.storage import sqlite_saver
+from tests.support.scripted import ScriptedModel, answer, parallel, tool_call, with_usage
+from tests.support.turns import ask
 
 RUNS: list[str] = []
 

@@ -16,11 +16,11 @@ from langchain_core.messages import HumanMessage
 
 from graph import build_graph
 from graph.cli import main
-from graph.persistence import sqlite_saver
-from graph.serde import FerrySerializer, StoredValueError
 from graph.settings import Settings
-from tests.hostile_rows import PLANTED_MODULE, hostile_values, plant_module
-from tests.scripted import ScriptedModel, answer
+from graph.storage import sqlite_saver
+from graph.storage.serde import FerrySerializer, StoredValueError
+from tests.support.hostile_rows import PLANTED_MODULE, hostile_values, plant_module
+from tests.support.scripted import ScriptedModel, answer
 
 MARKER_NAME = "code-ran"
 PAYLOADS = sorted(hostile_values(Path("/x")))

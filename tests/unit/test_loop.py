@@ -15,10 +15,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from graph import build_graph
 from graph.fence import fence_value, fenced_data
 from graph.guards import turn_counters
-from graph.persistence import sqlite_saver
 from graph.settings import Settings
-from tests.scripted import ScriptedModel, UnexpectedModelCall, answer, parallel, tool_call
-from tests.turns import ask
+from graph.storage import sqlite_saver
+from tests.support.scripted import ScriptedModel, UnexpectedModelCall, answer, parallel, tool_call
+from tests.support.turns import ask
 
 CALLS: list[tuple[str, dict[str, Any]]] = []
 

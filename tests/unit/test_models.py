@@ -13,8 +13,8 @@ from langchain_ollama import ChatOllama
 from langchain_openai import ChatOpenAI
 
 from graph.models import ConfigError, make_model
-from graph.offline import OfflineModel
-from tests.cli_helpers import run_command
+from graph.models.offline import OfflineModel
+from tests.support.cli_helpers import run_command
 
 _PROVIDER_URLS = ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_URL", "OLLAMA_HOST", "LANGSMITH_GATEWAY")
 

@@ -12,7 +12,7 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from graph.log import JsonFormatter, TextFormatter, redact
-from tests import leaks
+from tests.support import leaks
 
 # Names Ferry treats as secret, each with a value using the characters encodings change.
 SECRETS = {
@@ -32,7 +32,7 @@ DATABASE_URL = f"postgresql://ferry:{quote(URL_PASSWORD, safe='')}@db.internal:5
 
 
 def forms(secret: str) -> dict[str, str]:
-    """Every form of `tests.leaks`, escaped ones, and base64 at each offset in longer data."""
+    """Every form `tests.support.leaks` makes, escaped ones, and base64 at each offset."""
     raw = secret.encode()
     found = leaks.forms(secret) | {"repr": repr(secret)[1:-1], "json": json.dumps(secret)[1:-1]}
     for name, encode in (("base64", base64.b64encode), ("urlsafe", base64.urlsafe_b64encode)):

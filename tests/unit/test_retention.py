@@ -12,11 +12,11 @@ from typing import Any
 from langchain_core.tools import tool
 
 from graph import build_graph
-from graph.persistence import sqlite_saver
-from graph.retention import prune_thread
 from graph.settings import Settings
-from tests.cli_helpers import ferry
-from tests.scripted import ScriptedModel, answer, tool_call
+from graph.storage import sqlite_saver
+from graph.storage.retention import prune_thread
+from tests.support.cli_helpers import ferry
+from tests.support.scripted import ScriptedModel, answer, tool_call
 
 
 @tool

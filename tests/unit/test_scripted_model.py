@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Huma
 from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 
-from tests.scripted import (
+from tests.support.scripted import (
     ScriptedModel,
     UnexpectedModelCall,
     answer,

@@ -24,10 +24,10 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel
 
 from graph import build_graph
-from graph.persistence import sqlite_saver
-from graph.serde import MESSAGES, FerrySerializer, StoredValueError
 from graph.settings import Settings
-from tests.scripted import ScriptedModel, answer, tool_call
+from graph.storage import sqlite_saver
+from graph.storage.serde import MESSAGES, FerrySerializer, StoredValueError
+from tests.support.scripted import ScriptedModel, answer, tool_call
 from tools import calculator
 
 SERDE = FerrySerializer()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graph.server_security import bearer_token_matches, server_token
+from graph.server.security import bearer_token_matches, server_token
 
 TOKEN = "s3cret-token-42"
 

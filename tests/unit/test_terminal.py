@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graph.terminal import printable
+from graph.cli.terminal import printable
 
 
 @pytest.mark.parametrize(

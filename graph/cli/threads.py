@@ -7,17 +7,17 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from graph.cli_agent import UserError, existing_state, open_graph, print_json, thread_config
+from graph.cli.agent import UserError, existing_state, open_graph, print_json, thread_config
 
 if TYPE_CHECKING:
-    from graph.persistence import Saver
     from graph.settings import Settings
+    from graph.storage import Saver
 
 
 def cmd_history(args: argparse.Namespace) -> int:
     """Show every stored message of a thread (escaped for the terminal unless `--json`)."""
-    from graph.terminal import printable
-    from graph.threads import message_record
+    from graph.cli.terminal import printable
+    from graph.storage.threads import message_record
 
     with open_graph(args, need_model=False) as graph:
         state = existing_state(graph, args.thread)
@@ -39,9 +39,9 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_threads(args: argparse.Namespace) -> int:
     """List stored threads, most recently updated first."""
-    from graph.persistence import open_saver
     from graph.settings import get_settings
-    from graph.threads import list_threads
+    from graph.storage import open_saver
+    from graph.storage.threads import list_threads
 
     with open_saver(get_settings()) as saver:
         threads = list_threads(saver)
@@ -59,15 +59,15 @@ def _db_bytes(path: Any) -> int:
 
 def _stored_bytes(saver: Saver, settings: Settings) -> int:
     """Disk space the threads take: the SQLite file, or Ferry's tables in Postgres."""
-    from graph.persistence import FerrySaver
+    from graph.storage import FerrySaver
 
     return _db_bytes(settings.db) if isinstance(saver, FerrySaver) else saver.stored_bytes()
 
 
 def _compact(saver: Saver) -> None:
     """Give freed space back to the file system (SQLite; Postgres reuses it in place)."""
-    from graph.persistence import FerrySaver
-    from graph.retention import compact
+    from graph.storage import FerrySaver
+    from graph.storage.retention import compact
 
     if isinstance(saver, FerrySaver):
         compact(saver)
@@ -75,8 +75,8 @@ def _compact(saver: Saver) -> None:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     """Delete one thread and compact the database."""
-    from graph.persistence import open_saver
     from graph.settings import get_settings
+    from graph.storage import open_saver
 
     settings = get_settings()
     with open_saver(settings) as saver:
@@ -96,10 +96,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
     """Keep the last N checkpoints per thread, or drop threads not updated since a date."""
     from datetime import UTC, datetime
 
-    from graph.persistence import FerrySaver, open_saver
-    from graph.retention import prune_thread, threads_updated_before
     from graph.settings import get_settings
-    from graph.threads import list_threads
+    from graph.storage import FerrySaver, open_saver
+    from graph.storage.retention import prune_thread, threads_updated_before
+    from graph.storage.threads import list_threads
 
     settings = get_settings()
     deleted: list[str] = []

@@ -9,7 +9,7 @@ import unicodedata
 from collections import deque
 from typing import Any
 
-from tests.servers.base import LoopbackServer, Reply, Request
+from tests.support.servers.base import LoopbackServer, Reply, Request
 
 
 def _city(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.servers.base import LoopbackServer, Reply, Request
+from tests.support.servers.base import LoopbackServer, Reply, Request
 
 FAKE_KEY = "tvly-loopback-0123456789"
 

@@ -12,8 +12,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StreamMode
 
+from graph.cli.terminal import printable
 from graph.nodes import RunContext
-from graph.terminal import printable
 from graph.text import message_text, token_usage
 
 

@@ -22,9 +22,9 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite._delta import build_delta_channels_writes_history
 from langgraph.types import Overwrite
 
-from graph.allowlist import NamesThreadOnRefusal, naming_thread
-from graph.serde import FerrySerializer, serializer
 from graph.state import fold_messages
+from graph.storage.allowlist import NamesThreadOnRefusal, naming_thread
+from graph.storage.serde import FerrySerializer, serializer
 
 log = logging.getLogger("ferry.saver")
 _CACHED_HISTORIES = 128

@@ -26,7 +26,7 @@ from pathlib import Path
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LANGGRAPH = Path(sys.executable).with_name("langgraph")
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0

@@ -1,7 +1,7 @@
 """Where threads live: SQLite at `FERRY_DB`, or PostgreSQL at `FERRY_DATABASE_URL`.
 
-The factories below choose (`graph.sqlite_saver`, `graph.postgres`); the CLI, Python and the
-server all go through them, so every entry point reads and writes the same threads.
+The factories below choose (`graph.storage.sqlite`, `graph.storage.postgres`); the CLI, Python
+and the server all go through them, so every entry point reads and writes the same threads.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from graph.settings import Settings
-from graph.sqlite_saver import FerrySaver, connect
+from graph.storage.sqlite import FerrySaver, connect
 
 if TYPE_CHECKING:
-    from graph.postgres import FerryPostgresSaver
+    from graph.storage.postgres import FerryPostgresSaver
 
 __all__ = ["FerrySaver", "RecordsStarts", "connect", "default_saver", "open_saver", "sqlite_saver"]
 
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 def default_saver(settings: Settings) -> Saver:
     """A saver for the life of the process: Postgres at `FERRY_DATABASE_URL`, else `FERRY_DB`."""
     if settings.database_url:
-        from graph.postgres import postgres_saver
+        from graph.storage.postgres import postgres_saver
 
         return postgres_saver(settings.database_url)
     return sqlite_saver(settings.db)
@@ -52,7 +52,7 @@ def default_saver(settings: Settings) -> Saver:
 def open_saver(settings: Settings) -> Iterator[Saver]:
     """A saver for the length of a command, closed afterwards (Postgres or SQLite, as above)."""
     if settings.database_url:
-        from graph.postgres import open_postgres_saver
+        from graph.storage.postgres import open_postgres_saver
 
         with open_postgres_saver(settings.database_url) as postgres:
             yield postgres

@@ -26,7 +26,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from graph.fence import unfenced
-from graph.planner import Intent, first_number, parse_intents
+from graph.models.planner import Intent, first_number, parse_intents
 from graph.text import message_text
 
 HELP = (

@@ -2,7 +2,7 @@
 
 `langgraph dev` serves only the threads in its own registry (kept under `.langgraph_api/`) and
 answers 404 for any other, even when its checkpoints are in the database. The app that
-`langgraph.json` mounts (`graph.server_security.app`) runs `lifespan` below, which registers the
+`langgraph.json` mounts (`graph.server.security.app`) runs `lifespan` below, which registers the
 database's threads with the server before it serves, drops the entries whose checkpoints are
 gone (a previous `FERRY_DB`'s threads, deleted ones), and keeps doing both every few seconds,
 so a thread started with `ferry ask` shows up in Studio.
@@ -114,7 +114,7 @@ class RegistrySync:
     def stored(self) -> set[str]:
         """Ids of the threads that have checkpoints where Ferry stores them."""
         if self.database_url:
-            from graph.postgres import stored_thread_ids as stored_in_postgres
+            from graph.storage.postgres import stored_thread_ids as stored_in_postgres
 
             return stored_in_postgres(self.database_url)
         return stored_thread_ids(self.db)

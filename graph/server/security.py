@@ -18,8 +18,8 @@ from starlette.datastructures import MutableHeaders
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from graph.server.registry import lifespan
 from graph.settings import load_dotenv_file
-from graph.studio import lifespan
 
 TOKEN_VARIABLE = "FERRY_SERVER_TOKEN"
 _ALLOW_ORIGIN = "access-control-allow-origin"
@@ -107,5 +107,5 @@ auth = make_auth(server_token())
 
 # User middleware wraps the server's own, so this sees the private network header it adds.
 app = Starlette(lifespan=lifespan, middleware=[Middleware(PrivateNetworkForAllowedOrigins)])
-"""What `langgraph.json`'s `http.app` names: Studio's thread sync (`graph.studio`) behind the
-private network check."""
+"""What `langgraph.json`'s `http.app` names: Studio's thread sync (`graph.server.registry`)
+behind the private network check."""

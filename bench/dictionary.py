@@ -1,45 +1,26 @@
-"""The zstd dictionary Ferry compresses stored values with, and how it was made.
+"""Train a candidate zstd dictionary for stored values: `python -m bench.dictionary PATH`.
 
-Most stored values are small: a checkpoint's bookkeeping, one model reply, a task. zstd alone
-barely shrinks a few hundred bytes, because its savings come from repeats it has already seen;
-a dictionary of typical content gives it those repeats up front (a checkpoint shrinks to about
-a third, against two thirds without it).
-
-The dictionary is part of the storage format: a value compressed with it reads back only with
-the same bytes. `ferry-1.zdict` is therefore frozen, and checked against its digest when loaded.
-A better one would ship beside it under a new name and type tag; this one stays readable.
-
-`python -m graph.dictionary PATH` writes a candidate built from a short offline run of the real
-graph and typical provider replies (the way `ferry-1.zdict` was made).
+The shipped `graph/storage/ferry-1.zdict` is frozen (see `graph.storage.dictionary`); this script
+is how it was made, kept out of the runtime package because it runs the whole app.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import sqlite3
 import sys
 import tempfile
 from pathlib import Path
 
-import zstandard
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-NAME = "ferry-1.zdict"
-DIGEST = "sha256:8bde66e9af72078e2f6f16076ff56b66f2b3591046129aacd96bb7fc860ce0cc"
-
-
-class DictionaryError(RuntimeError):
-    """The shipped dictionary is missing or not the one stored values were compressed with."""
-
-
-@functools.cache
-def dictionary() -> zstandard.ZstdCompressionDict:
-    """The frozen dictionary, checked against its digest."""
-    data = Path(__file__).with_name(NAME).read_bytes()
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    if digest != DIGEST:
-        raise DictionaryError(f"{NAME} is {digest}, expected {DIGEST}: reinstall Ferry")
-    return zstandard.ZstdCompressionDict(data, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+from graph import build_graph
+from graph.models import make_model
+from graph.settings import Settings
+from graph.storage import sqlite_saver
+from graph.storage.serde import FerrySerializer, _encode_messages
+from tools import calculator, get_datetime
 
 
 def build_candidate() -> bytes:
@@ -48,16 +29,6 @@ def build_candidate() -> bytes:
     zstd reaches back into a raw-content dictionary as if it preceded each value, and nearer
     content is cheaper to refer to, so the most common kinds of value come last.
     """
-    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-    from langchain_core.runnables import RunnableConfig
-    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-
-    from graph import build_graph
-    from graph.models import make_model
-    from graph.persistence import sqlite_saver
-    from graph.serde import FerrySerializer, _encode_messages
-    from graph.settings import Settings
-    from tools import calculator, get_datetime
 
     replies = [
         AIMessage(

@@ -63,7 +63,7 @@ def make_model(spec: str) -> BaseChatModel:
     """
     provider, _, name = spec.partition(":")
     if provider == "offline":
-        from graph.offline import OfflineModel
+        from graph.models.offline import OfflineModel
 
         return OfflineModel()
     build = _PROVIDERS.get(provider)

@@ -9,11 +9,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from graph.persistence import FerrySaver
-from graph.threads import list_threads
+from graph.storage import FerrySaver
+from graph.storage.threads import list_threads
 
 if TYPE_CHECKING:
-    from graph.persistence import Saver
+    from graph.storage import Saver
 
 
 def _recent_chain(

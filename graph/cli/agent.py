@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from graph.terminal import printable
+from graph.cli.terminal import printable
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -37,8 +37,8 @@ def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryG
     from graph.builder import build_graph
     from graph.log import configure_logging
     from graph.models import make_model
-    from graph.persistence import open_saver
     from graph.settings import get_settings
+    from graph.storage import open_saver
 
     settings: Settings = get_settings()
     if getattr(args, "model", None):
@@ -97,8 +97,8 @@ def run_to_stop(graph: FerryGraph, graph_input: Any, thread_id: str, as_json: bo
     """Run to the answer, a guard's stop, or a pause for approval, and report it."""
     from langgraph.types import Command
 
+    from graph.cli.render import Progress, RunSummary, json_report, pending_approvals_of, stream_run
     from graph.nodes import CAN_APPROVE
-    from graph.runner import Progress, RunSummary, json_report, pending_approvals_of, stream_run
 
     config = thread_config(thread_id)
     progress = Progress(out=None if as_json else sys.stdout)
@@ -156,7 +156,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     """Continue an interrupted or crashed run from its last checkpoint."""
     from langgraph.types import Command
 
-    from graph.runner import pending_approvals_of
+    from graph.cli.render import pending_approvals_of
 
     with open_graph(args, need_model=True) as graph:
         state = existing_state(graph, args.thread)

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tests.servers.base import Reply, Request
-from tests.servers.scripted import ScriptedServer
+from tests.support.servers.base import Reply, Request
+from tests.support.servers.scripted import ScriptedServer
 
 Step = dict[str, Any] | Reply | Callable[[dict[str, Any]], Any]
 ToolCallSpec = tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str]

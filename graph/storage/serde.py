@@ -6,9 +6,10 @@ LangGraph's serializer stores each message with all its fields and rebuilds it t
 validation; a message list written here stores only the fields that differ from their defaults
 and is rebuilt without re-validating what was validated when it was made. Anything else (and
 any message list holding a value msgpack cannot carry exactly) takes LangGraph's path. Values of
-32 bytes or more are compressed with Ferry's zstd dictionary (`graph.dictionary`), and with
+32 bytes or more are compressed with Ferry's zstd dictionary (`graph.storage.dictionary`), and with
 `FERRY_ENCRYPTION_KEY` set every value is encrypted with AES (LangGraph's cipher). Stored data is
-never trusted: what it may name is `graph.allowlist`'s table, what it may decompress to is capped.
+never trusted: what it may name is `graph.storage.allowlist`'s table, what it may decompress
+to is capped.
 """
 
 from __future__ import annotations
@@ -27,16 +28,16 @@ from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from graph.allowlist import MESSAGE_CLASSES, StoredValueError, Unpacker, allowing, load_json
-from graph.dictionary import dictionary
 from graph.log import redact
 from graph.settings import ConfigError, Settings, get_settings
+from graph.storage.allowlist import MESSAGE_CLASSES, StoredValueError, Unpacker, allowing, load_json
+from graph.storage.dictionary import dictionary
 
 __all__ = ["MESSAGES", "FerrySerializer", "StoredValueError", "serializer"]
 
 MESSAGES = "ferry-msgs"
 """Type tag of a message list in the compact form (stored on every row: kept short)."""
-_DICTIONARY = "+zd1"  # zstd with Ferry's dictionary 1 (graph/dictionary.py)
+_DICTIONARY = "+zd1"  # zstd with Ferry's dictionary 1 (graph/storage/dictionary.py)
 _ZSTD = "+zstd"  # zstd alone, written by earlier versions; still read
 _ZLIB = "+zlib"  # likewise
 _AES = "+aes"  # LangGraph's AES cipher (EAX), outermost
@@ -70,8 +71,8 @@ class FerrySerializer(SerializerProtocol):
     A stored value's type tag says how it was written, suffix by suffix: the form
     (`ferry-msgs`, or LangGraph's `msgpack`, `json`, …), then its compression (`+zd1`, or
     `+zstd` / `+zlib` from earlier versions), then `+aes` when encrypted. Every tag written so
-    far still loads. Loading never imports or calls anything outside `graph.allowlist`, never
-    decompresses a value beyond `max_value_bytes`, and refuses anything else with a
+    far still loads. Loading never imports or calls anything outside `graph.storage.allowlist`,
+    never decompresses a value beyond `max_value_bytes`, and refuses anything else with a
     `StoredValueError`.
     """
 

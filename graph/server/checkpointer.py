@@ -15,10 +15,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, CheckpointTuple
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from graph.allowlist import NamesThreadOnRefusal
-from graph.serde import serializer
 from graph.settings import get_settings
-from graph.sqlite_saver import OPENING_STATEMENTS
+from graph.storage.allowlist import NamesThreadOnRefusal
+from graph.storage.serde import serializer
+from graph.storage.sqlite import OPENING_STATEMENTS
 
 
 def _as_text(versions: ChannelVersions) -> ChannelVersions:
@@ -68,7 +68,7 @@ async def checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """Open the async saver on `FERRY_DB` (or `FERRY_DATABASE_URL`) for the server's lifetime."""
     settings = get_settings()
     if settings.database_url:
-        from graph.postgres import async_postgres_saver
+        from graph.storage.postgres import async_postgres_saver
 
         async with async_postgres_saver(settings.database_url) as postgres:
             yield postgres

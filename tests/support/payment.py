@@ -1,4 +1,4 @@
-"""A side-effect tool that can crash mid-call, run as `python -m tests.payment LOG ask|resume`.
+"""A side-effect tool that can crash mid-call: `python -m tests.support.payment LOG ask|resume`.
 
 `ask` pays 5 (and, with CRASH_AFTER_PAYING set, dies before the result is saved); `resume`
 continues the thread and prints the call's result: its content, then its status. The graph
@@ -14,7 +14,7 @@ from pathlib import Path
 from langchain_core.tools import tool
 
 from graph import build_graph
-from tests.scripted import ScriptedModel, answer, tool_call
+from tests.support.scripted import ScriptedModel, answer, tool_call
 
 LOG = Path(sys.argv[1])
 CONFIG: dict[str, dict[str, str]] = {"configurable": {"thread_id": "pay"}}

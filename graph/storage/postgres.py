@@ -14,9 +14,9 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
-from graph.allowlist import NamesThreadOnRefusal
 from graph.models import ConfigError
-from graph.serde import serializer
+from graph.storage.allowlist import NamesThreadOnRefusal
+from graph.storage.serde import serializer
 
 try:
     import psycopg

@@ -24,9 +24,9 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from graph.persistence import open_saver
 from graph.settings import Settings
-from tests.servers.base import LoopbackServer
+from graph.storage import open_saver
+from tests.support.servers.base import LoopbackServer
 
 UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 RUN_TIMEOUT_S = 60.0

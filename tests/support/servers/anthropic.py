@@ -16,8 +16,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from tests.servers.base import Reply, Request
-from tests.servers.scripted import ScriptedServer
+from tests.support.servers.base import Reply, Request
+from tests.support.servers.scripted import ScriptedServer
 
 Step = dict[str, Any] | Reply | Callable[[dict[str, Any]], Any]
 ToolUseSpec = tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str]

@@ -10,8 +10,8 @@ import os
 import sys
 from collections.abc import Callable
 
-from graph.cli_agent import UserError, cmd_ask, cmd_chat, cmd_resume
-from graph.cli_threads import cmd_delete, cmd_history, cmd_prune, cmd_threads
+from graph.cli.agent import UserError, cmd_ask, cmd_chat, cmd_resume
+from graph.cli.threads import cmd_delete, cmd_history, cmd_prune, cmd_threads
 
 
 def _positive(text: str) -> int:
@@ -72,9 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"\nferry: interrupted.{hint}\n")
         return 130
     except Exception as exc:  # noqa: BLE001 - one clear line, never a traceback
-        from graph.allowlist import StoredValueError
         from graph.log import redact
         from graph.models import ConfigError
+        from graph.storage.allowlist import StoredValueError
 
         if os.environ.get("FERRY_DEBUG"):
             import traceback
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write(redact(traceback.format_exc()))
             return 1
         known = isinstance(exc, UserError | ConfigError | StoredValueError)
-        from graph.terminal import printable
+        from graph.cli.terminal import printable
 
         line = f"ferry: {'' if known else type(exc).__name__ + ': '}{redact(str(exc))}"
         sys.stderr.write(printable(line) + "\n")

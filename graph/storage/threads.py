@@ -10,12 +10,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from graph.allowlist import StoredValueError
 from graph.state import fold_messages
+from graph.storage.allowlist import StoredValueError
 from graph.text import message_text
 
 if TYPE_CHECKING:
-    from graph.persistence import Saver
+    from graph.storage import Saver
 
 log = logging.getLogger("ferry.threads")
 

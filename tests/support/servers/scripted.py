@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.servers.base import LoopbackServer, Reply
+from tests.support.servers.base import LoopbackServer, Reply
 
 
 @dataclass
