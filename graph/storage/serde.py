@@ -43,7 +43,7 @@ _ZLIB = "+zlib"  # likewise
 _AES = "+aes"  # LangGraph's AES cipher (EAX), outermost
 _WORTH_TRYING = 32  # bytes; with the dictionary even a short reply shrinks by half
 _LEVEL = 3  # zstd's default: most of the gain, a few microseconds a value
-MAX_VALUE_BYTES = 64 * 2**20
+MAX_VALUE_BYTES = 32 * 2**20
 """What one stored value may decompress to (`FERRY_MAX_STORED_VALUE_MB`): a read's memory bound.
 
 Ferry's largest values are saved histories, a few MB for a thousand turns; a value that would
@@ -147,17 +147,24 @@ def _zstd(decompressor: Callable[[], zstandard.ZstdDecompressor]) -> Decompress:
 
 
 def _zlib(payload: bytes, cap: int) -> bytes:
-    stream = zlib.decompressobj()
-    data = stream.decompress(payload, cap + 1)
-    if len(data) > cap:
-        raise _too_big(cap)
-    return data
+    stream, pending = zlib.decompressobj(), payload
+
+    def read(size: int) -> bytes:
+        nonlocal pending
+        data = stream.decompress(pending, size)  # stops at `size`, keeping the rest of the input
+        pending = stream.unconsumed_tail
+        return data
+
+    return _bounded(read, cap)
 
 
 def _bounded(read: Callable[[int], bytes], cap: int) -> bytes:
-    """Read a decompressing stream to its end, refusing it once it passes `cap` bytes."""
+    """Read a decompressing stream to its end, refusing it once it passes `cap` bytes.
+
+    Chunks are kept apart until the end, so a refused bomb costs the cap, not twice that.
+    """
     chunks, size = [], 0
-    while chunk := read(min(_CHUNK, cap + 1 - size)):
+    while chunk := read(_CHUNK):
         chunks.append(chunk)
         size += len(chunk)
         if size > cap:
