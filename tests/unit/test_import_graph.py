@@ -1,0 +1,88 @@
+"""The packages depend on each other one way: no import cycles, at module level or deferred."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ("graph", "tools")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    return isinstance(node.test, ast.Name | ast.Attribute) and "TYPE_CHECKING" in ast.unparse(
+        node.test
+    )
+
+
+def _imports(tree: ast.AST, modules: set[str]) -> set[str]:
+    """The project modules a module imports at run time, wherever the import statement is."""
+    found: set[str] = set()
+    skipped = {id(n) for n in ast.walk(tree) if isinstance(n, ast.If) and _is_type_checking(n)}
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if id(node) in skipped:
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name in modules}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                child = f"{node.module}.{alias.name}"
+                found.add(child if child in modules else node.module)
+    return found & modules
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module → the project modules it imports."""
+    paths = [p for package in PACKAGES for p in (REPO / package).rglob("*.py")]
+    modules = {_module_name(p) for p in paths}
+    return {_module_name(p): _imports(ast.parse(p.read_text()), modules) for p in paths}
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan), or a module importing itself."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(edges.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1 or node in edges.get(node, ()):
+                groups.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def test_no_import_cycles() -> None:
+    # (That tools/ imports nothing from graph/ is tested in test_tools_are_independent.py.)
+    assert _cycles(import_graph()) == []
+
+
+def test_the_check_finds_a_cycle_when_there_is_one() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"d"}, "e": {"a"}}
+    assert sorted(_cycles(edges)) == [["a", "b", "c"], ["d"]]
