@@ -11,7 +11,7 @@ install: $(STAMP)
 # Reinstall only when the lock or the project metadata changes.
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=24"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
@@ -23,6 +23,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict graph tools
+	$(BIN)/deptry .
 
 test: lint
 	$(BIN)/pytest -q
@@ -30,10 +31,11 @@ test: lint
 bench: install
 	$(BIN)/python -m bench
 
-# Regenerate the lock after changing dependencies in pyproject.toml.
+# Regenerate the lock after changing dependencies in pyproject.toml: every extra and the dev
+# group (PEP 735), so `make install` needs nothing but the lock and pip.
 lock:
 	$(BIN)/python -m pip install --quiet uv
-	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 --quiet -o requirements.lock
+	$(BIN)/uv pip compile pyproject.toml --all-extras --group dev --python-version 3.11 --quiet -o requirements.lock
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -17,8 +17,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot, StateUpdate
 
-from graph.nodes import Loop, RunContext, route_after_check
+from graph.nodes import AgentNodes, RunContext
 from graph.provenance import refuse_client_results, tool_results_in
+from graph.routing import route_after_check
 from graph.settings import Settings, get_settings
 from graph.state import FerryState
 
@@ -148,11 +149,11 @@ def _compile(
     from graph.storage import RecordsStarts
 
     first_start = checkpointer.first_start if isinstance(checkpointer, RecordsStarts) else None
-    loop = Loop(settings=settings, tools=list(tools), model=model, first_start=first_start)
+    nodes = AgentNodes(settings=settings, tools=list(tools), model=model, first_start=first_start)
     builder = StateGraph(FerryState, context_schema=RunContext)
-    builder.add_node("call_model", loop.call_model)  # type: ignore[call-overload]  # LangGraph's node protocols do not spell out (state, config, runtime)
-    builder.add_node("check", loop.check)  # type: ignore[call-overload]  # LangGraph's node protocols do not spell out (state, config, runtime)
-    builder.add_node("execute_tool", loop.execute_tool)  # type: ignore[call-overload]  # LangGraph's node protocols do not spell out (state, config, runtime)
+    builder.add_node("call_model", nodes.call_model)  # type: ignore[call-overload]  # LangGraph's node protocols do not spell out (state, config, runtime)
+    builder.add_node("check", nodes.check)  # type: ignore[call-overload]  # LangGraph's node protocols do not spell out (state, config, runtime)
+    builder.add_node("execute_tool", nodes.execute_tool)  # type: ignore[call-overload]  # LangGraph's node protocols do not spell out (state, config, runtime)
     builder.add_edge(START, "call_model")
     builder.add_edge("call_model", "check")
     builder.add_conditional_edges("check", route_after_check, ["execute_tool", "call_model", END])

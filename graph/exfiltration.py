@@ -24,8 +24,6 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 
-from graph.text import message_text
-
 QUOTE_CHARS = 24
 """Consecutive characters of a file that count as quoting it."""
 LINE_CHARS = 10
@@ -165,7 +163,7 @@ class Guard:
                 if isinstance(message, ToolMessage) and message.status == "success":
                     call = calls.get(message.tool_call_id)
                     if call is not None and call["name"] in self._private:
-                        content = message_text(message)[:budget]
+                        content = message.text[:budget]
                         budget -= len(content)
                         self._sources.append((_source(call), _index(content)))
         return self._sources

@@ -7,10 +7,16 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    ToolCall,
+    ToolMessage,
+)
 
 from graph.state import StopReason
-from graph.text import token_usage
 
 INTERRUPTED = (
     "No result: the run was interrupted before this call's result was recorded. "
@@ -33,6 +39,16 @@ def turn_start(messages: Sequence[AnyMessage]) -> int:
         if isinstance(messages[i], HumanMessage):
             return i
     return 0
+
+
+def token_usage(message: BaseMessage) -> dict[str, int]:
+    """Input, output and total tokens the provider reported for a reply (zeros if none)."""
+    usage = message.usage_metadata if isinstance(message, AIMessage) else None
+    return {
+        "input_tokens": usage["input_tokens"] if usage else 0,
+        "output_tokens": usage["output_tokens"] if usage else 0,
+        "total_tokens": usage["total_tokens"] if usage else 0,
+    }
 
 
 def turn_counters(messages: Sequence[AnyMessage]) -> dict[str, Any]:

@@ -9,22 +9,23 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, TypedDict
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
-from langgraph.types import Send
 
 from graph import approval, guards
 from graph.execution import run_call
 from graph.log import redact
 from graph.models import make_model
 from graph.prompt import for_model
+from graph.routing import ToolTask
 from graph.settings import Settings
 from graph.state import FerryState, StopReason, merge_messages
+from tools.settings import with_tool_settings
 
 log = logging.getLogger("ferry.loop")
 
@@ -45,14 +46,6 @@ class RunContext:
     run_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
 
-class ToolTask(TypedDict):
-    """What `check` sends to one `execute_tool` task."""
-
-    call: ToolCall
-    failures: int
-    """The tool's consecutive failures so far on this thread."""
-
-
 def _ids(config: RunnableConfig, runtime: Runtime[RunContext]) -> dict[str, Any]:
     context = runtime.context or RunContext()
     return {"thread_id": config.get("configurable", {}).get("thread_id"), "run_id": context.run_id}
@@ -71,7 +64,7 @@ def _seconds_left(settings: Settings, runtime: Runtime[RunContext]) -> float:
 
 
 @dataclass
-class Loop:
+class AgentNodes:
     """The nodes, bound to one set of settings, tools and model."""
 
     settings: Settings
@@ -256,7 +249,8 @@ class Loop:
             timeout = min(self.settings.tool_timeout_s, _seconds_left(self.settings, runtime))
             _log("tool call started", ids, "tool_start")
             started = time.monotonic()
-            status, content = run_call(tool, call, config, timeout, self.settings.tool_timeout_s)
+            handed = with_tool_settings(config, self.settings.tool_settings())
+            status, content = run_call(tool, call, handed, timeout, self.settings.tool_timeout_s)
         duration_ms = round((time.monotonic() - started) * 1000)
         _log("tool call finished", ids, "tool_end", duration_ms=duration_ms, ferry_status=status)
         result = ToolMessage(
@@ -277,24 +271,3 @@ class Loop:
         if (tool.metadata or {}).get("retry_safe", True) or not (self.first_start and thread_id):
             return False
         return not self.first_start(thread_id, call["id"] or "")
-
-
-def route_after_check(state: FerryState) -> list[Send] | Literal["call_model", "__end__"]:
-    """Send each call that still needs a result to `execute_tool`; else back to the model or end."""
-    if state.get("stop_reason"):
-        return "__end__"
-    messages = state["messages"]
-    block = len(messages) - 1
-    while block > 0 and isinstance(messages[block], ToolMessage):
-        block -= 1
-    reply = messages[block]
-    answered = {m.tool_call_id for m in messages[block + 1 :] if isinstance(m, ToolMessage)}
-    assert isinstance(reply, AIMessage)  # check only lets tool-calling replies through
-    pending = [c for c in reply.tool_calls if c["id"] not in answered]
-    if pending:
-        failures = state.get("tool_failures") or {}
-        return [
-            Send("execute_tool", ToolTask(call=c, failures=failures.get(c["name"], 0)))
-            for c in pending
-        ]
-    return "call_model"

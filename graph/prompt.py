@@ -7,10 +7,10 @@ from functools import lru_cache
 from typing import Literal
 
 from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages.utils import count_tokens_approximately
 
 from graph.fence import FENCE_PROMPT, fenced
 from graph.guards import turn_start
-from graph.text import message_text
 
 SYSTEM_PROMPT = (
     "You are Ferry, a careful assistant with tools. Use a tool when it gives a better answer than "
@@ -20,17 +20,11 @@ SYSTEM_PROMPT = (
 )
 MAX_RESULT_CHARS = 16_000
 OMITTED = "[Older tool result omitted to keep the prompt small; call the tool again if needed.]"
-_OMITTED_TOKENS = len(OMITTED) // 4 + 4  # approx_tokens of a placeholder
-
-
-def approx_tokens(message: BaseMessage) -> int:
-    """A rough token count (about four characters a token), good enough for a budget."""
-    return len(message_text(message)) // 4 + 4
 
 
 def _as_sent(message: ToolMessage) -> ToolMessage:
     """A result as the model sees it: cut if long, fenced as data (the cut noted outside)."""
-    text = message_text(message)
+    text = message.text
     if len(text) <= MAX_RESULT_CHARS:
         return fenced(message)
     note = (
@@ -48,8 +42,9 @@ def for_model(messages: Sequence[AnyMessage], context_tokens: int) -> list[BaseM
     """
     sent: list[BaseMessage] = [SystemMessage(SYSTEM_PROMPT)]
     sent += [_as_sent(m) if isinstance(m, ToolMessage) else m for m in messages]
-    tokens = [approx_tokens(m) for m in sent]
-    total = sum(tokens)
+    # LangChain's estimate: about four characters a token, tool calls included; the sum of the
+    # messages' own estimates, so one result's share can be taken out again.
+    total = count_tokens_approximately(sent)
     current_turn = turn_start(messages) + 1  # +1: the system prompt comes first
     for i in range(1, current_turn):
         if total <= context_tokens:
@@ -57,7 +52,7 @@ def for_model(messages: Sequence[AnyMessage], context_tokens: int) -> list[BaseM
         message = sent[i]
         if isinstance(message, ToolMessage):
             sent[i] = _omitted(message)
-            total -= tokens[i] - _OMITTED_TOKENS
+            total -= count_tokens_approximately([message]) - count_tokens_approximately([sent[i]])
     return sent
 
 

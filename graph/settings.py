@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import fields
 from pathlib import Path
 
 from dotenv import load_dotenv
@@ -10,22 +11,11 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tools.settings import ToolSettings, is_system_root
+
 
 class ConfigError(Exception):
     """A setting that cannot work; its message is one line meant for the user."""
-
-
-SYSTEM_ROOTS = (
-    *("/", "/etc", "/proc", "/sys", "/dev", "/usr", "/boot", "/root"),
-    *("/bin", "/sbin", "/lib", "/lib64", "/var", "/run"),
-)
-"""Folders `read_file` must never serve as its root: they hold the system's secrets."""
-
-
-def is_system_root(path: Path) -> bool:
-    """Tell whether `path` is `/` or a system folder, or resolves to one."""
-    resolved = path.resolve()
-    return any(resolved in (Path(root), Path(root).resolve()) for root in SYSTEM_ROOTS)
 
 
 def load_dotenv_file(path: Path | None = None) -> None:
@@ -90,7 +80,7 @@ class Settings(BaseSettings):
     """`text` or `json` log lines."""
     log_file: Path | None = None
     """Where logs go; stderr when unset."""
-    max_stored_value_mb: int = Field(default=64, ge=1)
+    max_stored_value_mb: int = Field(default=32, ge=1)
     """What one stored value may decompress to when read: a bound on a read's memory."""
 
     @field_validator("files_root")
@@ -103,6 +93,10 @@ class Settings(BaseSettings):
                 "would serve; it defaults to the working directory",
             )
         return files_root
+
+    def tool_settings(self) -> ToolSettings:
+        """Return the part of these settings the tools read; each tool call is handed it."""
+        return ToolSettings(**{f.name: getattr(self, f.name) for f in fields(ToolSettings)})
 
     @property
     def approval_required(self) -> frozenset[str]:

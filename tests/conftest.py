@@ -1,10 +1,23 @@
-"""Shared fixtures: no real keys, no real network, settings only through monkeypatch."""
+"""Shared fixtures: no real keys, no real network, settings only through monkeypatch.
+
+`scripted([...])` builds a `ScriptedModel` that must play its whole script by the test's end;
+`make_agent(model, **settings)` compiles Ferry's graph on it with the module's `agent_tools`
+(override that fixture in a test module) and an in-memory saver unless one is given.
+"""
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from tests.support.cli_helpers import Ferry, ferry_in_process
+from tests.support.scripted import ScriptedModel, Step
 
 _SECRETS = ("OPENAI_API_KEY", "TAVILY_API_KEY", "ANTHROPIC_API_KEY", "LANGSMITH_API_KEY")
 
@@ -34,3 +47,51 @@ def fast_faults(monkeypatch: pytest.MonkeyPatch) -> None:
     """Short HTTP timeouts and retry budget, so the tools' fault tests stay quick."""
     monkeypatch.setenv("FERRY_HTTP_TIMEOUT_S", "0.5")
     monkeypatch.setenv("FERRY_HTTP_RETRY_TOTAL_S", "1.5")
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Ferry:
+    """`ferry ARGS…` in this process: `cli("ask", "…", env=env, cwd=tmp_path)`, like `ferry`."""
+
+    def run(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+        return ferry_in_process(*args, env=env, cwd=cwd, capsys=capsys)
+
+    return run
+
+
+@pytest.fixture
+def scripted() -> Iterator[Callable[..., ScriptedModel]]:
+    """Build `ScriptedModel`s; at teardown, fail unless each one played every step."""
+    models: list[ScriptedModel] = []
+
+    def build(steps: Sequence[Step] = (), **kwargs: Any) -> ScriptedModel:
+        model = ScriptedModel(steps, **kwargs)
+        models.append(model)
+        return model
+
+    yield build
+    for model in models:
+        model.assert_complete()
+
+
+@pytest.fixture
+def agent_tools() -> list[BaseTool] | None:
+    """The tools `make_agent` binds: None is Ferry's own `tools.TOOLS`."""
+    return None
+
+
+@pytest.fixture
+def make_agent(agent_tools: list[BaseTool] | None) -> Callable[..., Any]:
+    """Compile Ferry's graph: `make_agent(model, checkpointer=None, **settings)`."""
+    from graph import build_graph
+    from graph.settings import Settings
+
+    def build(model: Any, checkpointer: Any = None, **settings: Any) -> Any:
+        return build_graph(
+            model=model,
+            tools=agent_tools,
+            checkpointer=checkpointer if checkpointer is not None else InMemorySaver(),
+            settings=Settings(**settings),
+        )
+
+    return build

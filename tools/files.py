@@ -6,10 +6,11 @@ import codecs
 import os
 from typing import BinaryIO
 
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ToolException, tool
 
-from graph.settings import get_settings, is_system_root
 from tools.files_walk import EscapesRoot, Found, HiddenPath, Root, open_entry, open_root, walk
+from tools.settings import is_system_root, tool_settings
 
 MAX_LINES = 2_000
 MAX_REPLY_CHARS = 100_000
@@ -152,7 +153,9 @@ def _read(root: Root, path: str, start_line: int, max_lines: int, allow_hardlink
 
 
 @tool(parse_docstring=True)
-def read_file(path: str, start_line: int = 1, max_lines: int = 200) -> str:
+def read_file(
+    path: str, start_line: int = 1, max_lines: int = 200, *, config: RunnableConfig
+) -> str:
     """Read a text file, or list a folder, inside the user's files folder.
 
     Use this when the user refers to a local file or wants to know which files exist. Paths
@@ -165,12 +168,13 @@ def read_file(path: str, start_line: int = 1, max_lines: int = 200) -> str:
         path: File or folder path relative to the files folder, e.g. "notes.txt" or "docs".
         start_line: First line to return, counting from 1.
         max_lines: How many lines to return at most (up to 2000).
+        config: Injected by LangChain, never seen by the model; carries the run's settings.
     """
     if start_line < 1 or max_lines < 1:
         raise ToolException("start_line and max_lines must both be 1 or more.")
     if "\0" in path:
         raise ToolException("The path contains a NUL byte; pass a plain file name.")
-    settings = get_settings()
+    settings = tool_settings(config)
     allow_hardlinks = settings.files_allow_hardlinks
     # Settings refuse such a root at start-up; checked again in case one is handed over anyway.
     if is_system_root(settings.files_root):

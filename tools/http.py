@@ -21,8 +21,6 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from graph.settings import get_settings
-
 MAX_ATTEMPTS = 4
 # Jitter spreads the retries of parallel tool calls so they do not hit a struggling service at once.
 _BACKOFF = wait_exponential_jitter(multiplier=0.5, max=8, jitter=0.5)
@@ -76,20 +74,19 @@ def retrying(
     call: Callable[[], T],
     *,
     service: str,
+    total_s: float,
     is_transient: Callable[[BaseException], bool] = lambda e: isinstance(e, TransientError),
     retry_after: Callable[[BaseException], float | None] = lambda e: None,
     max_attempts: int = MAX_ATTEMPTS,
-    total_s: float | None = None,
 ) -> T:
     """Run `call`, retrying transient failures after jittered backoff or the server's Retry-After.
 
     Stops after `max_attempts`, or as soon as the next wait would end more than `total_s` seconds
-    (default `FERRY_HTTP_RETRY_TOTAL_S`) after the first attempt began.
+    after the first attempt began.
 
     Raises:
         RetriesExhausted: a transient failure was still happening when the policy stopped.
     """
-    budget_s = get_settings().http_retry_total_s if total_s is None else total_s
     attempts = 0
 
     def counted() -> T:
@@ -106,7 +103,7 @@ def retrying(
         return _BACKOFF(state) if asked is None else asked
 
     policy = Retrying(
-        stop=stop_after_attempt(max_attempts) | stop_before_delay(budget_s),
+        stop=stop_after_attempt(max_attempts) | stop_before_delay(total_s),
         wait=wait,
         retry=retry_if_exception(is_transient),
         before_sleep=lambda state: _log_retry(service, state),
@@ -143,19 +140,27 @@ def explain(service: str, exhausted: RetriesExhausted) -> str:
     return _ADVICE[last.kind].format(service=service, reason=last.reason, after=after, asked=asked)
 
 
-def get_json(url: str, params: dict[str, Any], *, service: str) -> Any:
+def get_json(
+    url: str,
+    params: dict[str, Any],
+    *,
+    service: str,
+    timeout_s: float,
+    retry_total_s: float,
+) -> Any:
     """GET `url` with `params` and return the decoded JSON, retrying transient failures.
+
+    Each request may take `timeout_s`; retrying stops once it would run past `retry_total_s`.
 
     Raises:
         ToolException: with an instructive message when the service gives no usable answer.
     """
-    settings = get_settings()
-    with httpx.Client(timeout=settings.http_timeout_s) as client:
+    with httpx.Client(timeout=timeout_s) as client:
         try:
             response = retrying(
-                lambda: _get(client, url, params, settings.http_timeout_s),
+                lambda: _get(client, url, params, timeout_s),
                 service=service,
-                total_s=settings.http_retry_total_s,
+                total_s=retry_total_s,
             )
         except RetriesExhausted as exhausted:
             raise ToolException(explain(service, exhausted)) from None

@@ -5,10 +5,11 @@ from __future__ import annotations
 import unicodedata
 from typing import Any, Literal
 
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ToolException, tool
 
-from graph.settings import get_settings
 from tools.http import get_json
+from tools.settings import ToolSettings, tool_settings
 
 # WMO weather interpretation codes, as documented by Open-Meteo.
 WMO_CODES: dict[int, str] = {
@@ -53,17 +54,20 @@ Place = dict[str, Any]
 
 
 @tool(parse_docstring=True)
-def get_weather(city: str, units: Literal["celsius", "fahrenheit"] = "celsius") -> str:
+def get_weather(
+    city: str, units: Literal["celsius", "fahrenheit"] = "celsius", *, config: RunnableConfig
+) -> str:
     """Get the current weather in a city: temperature, feels-like, sky, humidity, wind, rain.
 
     Args:
         city: The city's name, e.g. "Madrid". To pick one of several places with the same
             name, add its region or country after a comma, e.g. "Paris, Texas".
         units: "celsius" (wind in km/h) or "fahrenheit" (wind in mph).
+        config: Injected by LangChain, never seen by the model; carries the run's settings.
     """
-    settings = get_settings()
-    place, others = _resolve(city, settings.geocoding_url.rstrip("/"))
-    current = _current(place, units, settings.forecast_url.rstrip("/"))
+    settings = tool_settings(config)
+    place, others = _resolve(city, settings)
+    current = _current(place, units, settings)
     reply = f"{_label(place)}: {_describe(current, units)}"
     if others:
         reply += (
@@ -77,15 +81,17 @@ def get_weather(city: str, units: Literal["celsius", "fahrenheit"] = "celsius") 
 get_weather.metadata = {"outbound": True}  # the city goes to Open-Meteo, so it can carry data out
 
 
-def _resolve(city: str, base_url: str) -> tuple[Place, list[Place]]:
+def _resolve(city: str, settings: ToolSettings) -> tuple[Place, list[Place]]:
     """Find the place `city` names; return it and up to two other places of the same name."""
     name, _, qualifier = (part.strip() for part in city.partition(","))
     if not name:
         raise ToolException("Give a city name, e.g. 'Madrid' or 'Paris, France'.")
     data = get_json(
-        f"{base_url}/search",
+        f"{settings.geocoding_url.rstrip('/')}/search",
         {"name": name, "count": 10, "language": "en", "format": "json"},
         service="Open-Meteo geocoding",
+        timeout_s=settings.http_timeout_s,
+        retry_total_s=settings.http_retry_total_s,
     )
     results = data.get("results") if isinstance(data, dict) else None
     found = [r for r in results or [] if _usable(r) and _in_region(r, qualifier)]
@@ -101,7 +107,7 @@ def _resolve(city: str, base_url: str) -> tuple[Place, list[Place]]:
     return ranked[0], ranked[1:3]
 
 
-def _current(place: Place, units: str, base_url: str) -> dict[str, Any]:
+def _current(place: Place, units: str, settings: ToolSettings) -> dict[str, Any]:
     params = {
         "latitude": place["latitude"],
         "longitude": place["longitude"],
@@ -110,7 +116,13 @@ def _current(place: Place, units: str, base_url: str) -> dict[str, Any]:
         "wind_speed_unit": "kmh" if units == "celsius" else "mph",
         "timezone": "auto",
     }
-    data = get_json(f"{base_url}/forecast", params, service="Open-Meteo forecast")
+    data = get_json(
+        f"{settings.forecast_url.rstrip('/')}/forecast",
+        params,
+        service="Open-Meteo forecast",
+        timeout_s=settings.http_timeout_s,
+        retry_total_s=settings.http_retry_total_s,
+    )
     current = data.get("current") if isinstance(data, dict) else None
     if not isinstance(current, dict) or not _is_number(current.get("temperature_2m")):
         raise ToolException("Open-Meteo forecast sent no current temperature; try again later.")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import requests
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ToolException, tool
 from tavily import TavilyClient
 from tavily.errors import (
@@ -16,8 +16,8 @@ from tavily.errors import (
 )
 from tavily.errors import TimeoutError as TavilyTimeout
 
-from graph.settings import get_settings
 from tools.http import RetriesExhausted, TransientError, explain, parse_retry_after, retrying
+from tools.settings import secret, tool_settings
 
 SERVICE = "Tavily"
 SNIPPET_CHARS = 400
@@ -36,7 +36,7 @@ _REFUSED = {
 
 
 @tool(parse_docstring=True)
-def web_search(query: str, max_results: int = 5) -> str:
+def web_search(query: str, max_results: int = 5, *, config: RunnableConfig) -> str:
     """Search the web; returns a short answer and numbered results with title, URL and snippet.
 
     Use it for recent events or facts you are not sure about, and cite the URLs you use.
@@ -44,9 +44,10 @@ def web_search(query: str, max_results: int = 5) -> str:
     Args:
         query: What to look for, in plain words, e.g. "population of Lyon 2024".
         max_results: How many results to return, from 1 to 10 (others are clamped).
+        config: Injected by LangChain, never seen by the model; carries the run's settings.
     """
-    settings = get_settings()  # loads .env first, so a key kept there is seen below
-    api_key = os.environ.get("TAVILY_API_KEY", "").strip()
+    settings = tool_settings(config)
+    api_key = secret("TAVILY_API_KEY")
     if not api_key:
         raise ToolException(f"web_search needs TAVILY_API_KEY: {_KEY_HINT}.")
     count = min(10, max(1, max_results))

@@ -13,8 +13,8 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StreamMode
 
 from graph.cli.terminal import printable
+from graph.guards import token_usage
 from graph.nodes import RunContext
-from graph.text import message_text, token_usage
 
 
 @dataclass
@@ -80,7 +80,7 @@ def _record(node: str, update: dict[str, Any], summary: RunSummary, progress: Pr
             ms = message.response_metadata.get("duration_ms")
             took = f" {ms} ms" if ms is not None else ""
             if message.status == "error":
-                progress.note(f"✗ {message.name}{took}: {message_text(message).splitlines()[0]}")
+                progress.note(f"✗ {message.name}{took}: {message.text.splitlines()[0]}")
             else:
                 progress.note(f"✓ {message.name}{took}")
 
@@ -100,7 +100,7 @@ def stream_run(
         if mode == "messages":
             message, _meta = chunk
             if isinstance(message, AIMessageChunk | AIMessage):
-                progress.token(message_text(message))
+                progress.token(message.text)
         elif not chunk.get("__metadata__", {}).get("cached"):  # replays of pre-crash results
             for node, update in chunk.items():
                 if isinstance(update, dict):
@@ -114,7 +114,7 @@ def answer_of(messages: list[BaseMessage]) -> str:
     """The text of the last assistant message."""
     for message in reversed(messages):
         if isinstance(message, AIMessage):
-            return message_text(message)
+            return str(message.text)
     return ""
 
 

@@ -27,7 +27,6 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from graph.fence import unfenced
 from graph.models.planner import Intent, first_number, parse_intents
-from graph.text import message_text
 
 HELP = (
     "I am Ferry's offline planner, not a language model, so I only understand: arithmetic "
@@ -50,12 +49,12 @@ def _previous_result(history: Sequence[BaseMessage]) -> str | None:
     for message in reversed(history):
         if isinstance(message, ToolMessage) and message.name == "calculator":
             if message.status == "success":
-                return first_number(message_text(message))
+                return first_number(message.text)
     return None
 
 
 def _describe(call: ToolCall, result: ToolMessage) -> str:
-    text = message_text(result)
+    text = result.text
     if result.status == "error":
         return f"{call['name']} failed: {text}"
     if call["name"] == "calculator":
@@ -91,7 +90,7 @@ class OfflineModel(BaseChatModel):
         start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
         if start < 0:
             return AIMessage(HELP)
-        intents = parse_intents(message_text(messages[start]), _previous_result(messages[:start]))
+        intents = parse_intents(messages[start].text, _previous_result(messages[:start]))
         turn = messages[start + 1 :]
         calls = [c for m in turn if isinstance(m, AIMessage) for c in m.tool_calls]
         if not calls:
@@ -125,7 +124,7 @@ class OfflineModel(BaseChatModel):
             done = [c for c in calls if c["name"] == intent.tool and c["args"] == intent.args]
             result = results.get(done[0]["id"] or "") if done else None
             if intent.then and result is not None and result.status == "success":
-                number = first_number(message_text(result))
+                number = first_number(result.text)
                 if number is not None:
                     expression = f"{number} {intent.then[0]} {intent.then[1]}"
                     follow_ups.append(_call("calculator", {"expression": expression}))
@@ -150,7 +149,7 @@ class OfflineModel(BaseChatModel):
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         message = self.reply(messages)
-        words = message_text(message).split(" ")
+        words = message.text.split(" ")
         for i, word in enumerate(words):
             piece = word if i == len(words) - 1 else word + " "
             if piece:
@@ -174,6 +173,6 @@ class OfflineModel(BaseChatModel):
 
 def _estimated_usage(messages: Sequence[BaseMessage], reply: AIMessage) -> Any:
     """About four characters a token, so token budgets can be exercised offline."""
-    sent = sum(len(message_text(m)) for m in messages) // 4 + 1
-    received = (len(message_text(reply)) + len(json.dumps(reply.tool_calls))) // 4 + 1
+    sent = sum(len(m.text) for m in messages) // 4 + 1
+    received = (len(reply.text) + len(json.dumps(reply.tool_calls))) // 4 + 1
     return {"input_tokens": sent, "output_tokens": received, "total_tokens": sent + received}

@@ -24,17 +24,19 @@ import ormsgpack
 import pydantic
 from langchain_core import messages as lc
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, DeltaChannelHistory
-from langgraph.checkpoint.serde.jsonplus import (
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.types import Command, Interrupt, Overwrite, Send, TimeoutPolicy
+
+from graph.storage.internals import (
     EXT_CONSTRUCTOR_KW_ARGS,
     EXT_CONSTRUCTOR_POS_ARGS,
     EXT_CONSTRUCTOR_SINGLE_ARG,
     EXT_DELTA_SNAPSHOT,
     EXT_METHOD_SINGLE_ARG,
     EXT_PYDANTIC_V2,
+    DeltaChannelHistory,
+    DeltaSnapshot,
 )
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
-from langgraph.types import Command, Interrupt, Overwrite, Send, TimeoutPolicy
 
 
 class StoredValueError(ValueError):
@@ -97,7 +99,7 @@ class Unpacker:
             ormsgpack.unpackb, ext_hook=self._hook, option=ormsgpack.OPT_NON_STR_KEYS
         )
         if code == EXT_DELTA_SNAPSHOT:
-            return _DeltaSnapshot(unpack(data))
+            return DeltaSnapshot(unpack(data))
         entry = unpack(data)
         if not isinstance(entry, list | tuple) or len(entry) < 3:
             raise StoredValueError(f"a stored value has a malformed extension (type {code})")

@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from graph.storage import FerrySaver
+from graph.storage.internals import DeltaSnapshot, snapshot_value
 from graph.storage.threads import list_threads
 
 if TYPE_CHECKING:
     from graph.storage import Saver
+    from graph.storage.sqlite import FerrySaver
 
 
 def _recent_chain(
-    saver: FerrySaver, thread_id: str, keep: int
+    saver: FerrySaver, thread_id: str, namespace: str, keep: int
 ) -> tuple[list[CheckpointTuple], bool]:
-    """The thread's newest `keep` checkpoints, newest first, and whether older ones exist."""
-    config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    """The newest `keep` checkpoints of a namespace, newest first, and whether older ones exist."""
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}}
     chain: list[CheckpointTuple] = []
     current = saver.get_tuple(config)
     while current is not None and len(chain) < keep:
@@ -29,43 +30,64 @@ def _recent_chain(
     return chain, current is not None
 
 
-def prune_thread(saver: FerrySaver, thread_id: str, keep: int) -> int:
+def prune_thread(saver: FerrySaver, thread_id: str, keep: int, namespace: str = "") -> int:
     """Keep the newest `keep` checkpoints of a thread (its current branch); return how many went.
 
     Messages are stored as each step's writes, so the oldest kept checkpoint first receives the
     whole history it stands on; it then no longer needs any ancestor. The newest checkpoint and
-    its pending writes (what a resume runs from) are always kept.
+    its pending writes (what a resume runs from) are always kept. Only `namespace` is pruned.
     """
-    chain, has_older = _recent_chain(saver, thread_id, max(keep, 1))
+    chain, has_older = _recent_chain(saver, thread_id, namespace, max(keep, 1))
     if not has_older:
         return 0
     oldest = chain[-1]
-    history = saver.get_delta_channel_history(config=oldest.config, channels=["messages"])
-    checkpoint = dict(oldest.checkpoint)
-    checkpoint["channel_values"] = {
-        **oldest.checkpoint["channel_values"],
-        "messages": _DeltaSnapshot(history["messages"].get("seed") or []),
-    }
-    type_tag, blob = saver.serde.dumps_typed(checkpoint)
+    type_tag, blob = saver.serde.dumps_typed(_standing_alone(saver, oldest))
     kept = [c.config["configurable"]["checkpoint_id"] for c in chain]
     marks = ",".join("?" * len(kept))
+    where = f"thread_id = ? AND checkpoint_ns = ? AND checkpoint_id NOT IN ({marks})"
     with saver.cursor() as cur:
         cur.execute(
             "UPDATE checkpoints SET type = ?, checkpoint = ?, parent_checkpoint_id = NULL "
-            "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
-            (type_tag, blob, thread_id, kept[-1]),
+            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+            (type_tag, blob, thread_id, namespace, kept[-1]),
         )
-        cur.execute(
-            f"DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id NOT IN ({marks})",
-            (thread_id, *kept),
-        )
+        cur.execute(f"DELETE FROM checkpoints WHERE {where}", (thread_id, namespace, *kept))
         removed = int(cur.rowcount)
         for table in ("writes", "ferry_histories"):
-            cur.execute(
-                f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_id NOT IN ({marks})",
-                (thread_id, *kept),
-            )
+            cur.execute(f"DELETE FROM {table} WHERE {where}", (thread_id, namespace, *kept))
     return removed
+
+
+def _standing_alone(saver: FerrySaver, oldest: CheckpointTuple) -> dict[str, Any]:
+    """The oldest kept checkpoint with the messages it stands on stored in it (if it has any)."""
+    checkpoint = dict(oldest.checkpoint)
+    values = oldest.checkpoint["channel_values"]
+    if "messages" in oldest.checkpoint["channel_versions"] and "messages" not in values:
+        history = saver.get_delta_channel_history(config=oldest.config, channels=["messages"])
+        entry = history["messages"]
+        messages = snapshot_value(entry.get("seed"))
+        if entry["writes"]:  # not folded by Ferry: only the graph's own reducer could
+            thread_id = oldest.config["configurable"]["thread_id"]
+            raise ValueError(f"thread {thread_id}: its messages are not Ferry's; not pruned")
+        checkpoint["channel_values"] = {**values, "messages": DeltaSnapshot(messages)}
+    return checkpoint
+
+
+def prune_threads(saver: FerrySaver, thread_ids: Sequence[str], *, strategy: str) -> None:
+    """`BaseCheckpointSaver.prune`: keep each namespace's latest checkpoint, or delete all."""
+    for thread_id in map(str, thread_ids):
+        if strategy in ("delete", "delete_all"):
+            saver.delete_thread(thread_id)
+            continue
+        if strategy != "keep_latest":
+            raise ValueError(f"unknown prune strategy {strategy!r}")
+        with saver.cursor(transaction=False) as cur:
+            cur.execute(
+                "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = ?", (thread_id,)
+            )
+            namespaces = [row[0] for row in cur.fetchall()]
+        for namespace in namespaces:
+            prune_thread(saver, thread_id, keep=1, namespace=namespace)
 
 
 def threads_updated_before(saver: Saver, cutoff: datetime) -> list[str]:

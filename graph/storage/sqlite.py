@@ -16,15 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.checkpoint.base import get_checkpoint_id
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.checkpoint.sqlite._delta import build_delta_channels_writes_history
 from langgraph.types import Overwrite
 
 from graph.state import fold_messages
+from graph.storage import history
 from graph.storage.allowlist import NamesThreadOnRefusal, naming_thread
+from graph.storage.internals import DeltaChannelHistory, snapshot_value, writes_have_task_path
 from graph.storage.serde import FerrySerializer, serializer
+from graph.storage.versions import CompactVersions, upgrade
 
 log = logging.getLogger("ferry.saver")
 _CACHED_HISTORIES = 128
@@ -58,27 +59,6 @@ CREATE TABLE IF NOT EXISTS writes (
     value BLOB,
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
 ) WITHOUT ROWID"""
-# A checkpoint's ancestors, nearest first, by parent links (ids are not ordered across
-# processes), each with whether it may hold a snapshot of the messages: LangGraph drops its
-# count of updates since the last snapshot when it takes one, and the root of a pruned thread
-# holds one. CROSS JOIN keeps each step a primary-key lookup.
-_SNAPSHOT_POSSIBLE = (
-    "({t}.parent_checkpoint_id IS NULL OR json_extract(CAST({t}.metadata AS TEXT), "
-    "'$.counters_since_delta_snapshot.messages') IS NULL)"
-)
-_CHAIN_SQL = (
-    "WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, may_hold_snapshot) AS ("
-    "SELECT checkpoint_id, parent_checkpoint_id, "
-    + _SNAPSHOT_POSSIBLE.format(t="checkpoints")
-    + " FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
-    "UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, "
-    + _SNAPSHOT_POSSIBLE.format(t="c")
-    + " FROM chain a CROSS JOIN checkpoints c ON c.checkpoint_id = a.parent_checkpoint_id "
-    "WHERE c.thread_id = ? AND c.checkpoint_ns = ?) "
-    "SELECT checkpoint_id, may_hold_snapshot FROM chain"
-)
-
-
 # One history per thread (and namespace), at the checkpoint named; replaced only by a longer one.
 SAVED_HISTORIES_TABLE = """
 CREATE TABLE IF NOT EXISTS ferry_histories (
@@ -90,9 +70,6 @@ CREATE TABLE IF NOT EXISTS ferry_histories (
     value BLOB NOT NULL,
     PRIMARY KEY (thread_id, checkpoint_ns)
 ) WITHOUT ROWID"""
-_SAVED_AT_SQL = (
-    "SELECT checkpoint_id, messages FROM ferry_histories WHERE thread_id = ? AND checkpoint_ns = ?"
-)
 
 
 OPENING_STATEMENTS = (
@@ -122,21 +99,6 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-class CompactVersions:
-    """Count channel versions with small integers.
-
-    LangGraph's SQLite savers default to a zero-padded counter plus a random fraction, about 50
-    bytes per channel in every checkpoint: more than the messages themselves in a typical step.
-    Threads that already carry string versions keep them, so one channel never mixes the two.
-    """
-
-    def get_next_version(self, current: Any, channel: None) -> Any:
-        """The version after `current`."""
-        if isinstance(current, str):
-            return super().get_next_version(current, channel)  # type: ignore[misc]  # the saver it is mixed into has one
-        return (current or 0) + 1
-
-
 class FerrySaver(NamesThreadOnRefusal, CompactVersions, SqliteSaver):
     """A SQLite saver that keeps rebuilt message histories, in memory and sparsely on disk.
 
@@ -162,6 +124,8 @@ class FerrySaver(NamesThreadOnRefusal, CompactVersions, SqliteSaver):
             "PRIMARY KEY (thread_id, tool_call_id))"
         )
         self.conn.execute(SAVED_HISTORIES_TABLE)
+        self.conn.commit()
+        upgrade(self.conn, self.serde)
 
     def first_start(self, thread_id: str, tool_call_id: str) -> bool:
         """Record that a call is starting; False if it had started before."""
@@ -212,18 +176,23 @@ class FerrySaver(NamesThreadOnRefusal, CompactVersions, SqliteSaver):
             target = latest.config["configurable"]["checkpoint_id"]
         key = (thread_id, namespace, target)
         if (known := self._remembered(key)) is not None:
-            return {"messages": {"writes": [], "seed": known}}
-        history, saved_length = self._replay_since_remembered(thread_id, namespace, target)
-        writes = [value for _, _, value in history["writes"]]
-        if any(isinstance(value, Overwrite) for value in writes):
-            return {"messages": history}  # rare (an edit in Studio): let LangGraph apply it
-        seed = history.get("seed")
-        base = seed.value if isinstance(seed, _DeltaSnapshot) else (seed or [])
-        messages = fold_messages(list(base), writes)
+            # A copy: the channel hands its value out (`get_state`), and a caller may edit it.
+            return {"messages": {"writes": [], "seed": list(known)}}
+        with self.cursor(transaction=False) as cur:
+            replayed, saved_length = history.replay(
+                cur, self.serde, key, self._remembered, writes_have_task_path(self)
+            )
+        writes = [value for _, _, value in replayed["writes"]]
+        seed = replayed.get("seed")
+        if any(isinstance(value, Overwrite) for value in writes) or not history.are_messages(
+            seed, writes
+        ):
+            return {"messages": replayed}  # an edit in Studio, or not Ferry's messages: LangGraph
+        messages = fold_messages(snapshot_value(seed), writes)
         self._remember(key, messages)
         if len(messages) >= max(_SAVE_FROM, _SAVE_GROWTH * saved_length):
             self._save_history(key, messages)
-        return {"messages": {"writes": [], "seed": messages}}
+        return {"messages": {"writes": [], "seed": list(messages)}}
 
     def _save_history(self, key: tuple[str, str, str], messages: list[Any]) -> None:
         """Save the history at a checkpoint as its thread's, unless a longer one is saved."""
@@ -245,66 +214,16 @@ class FerrySaver(NamesThreadOnRefusal, CompactVersions, SqliteSaver):
         except sqlite3.OperationalError as error:  # e.g. a read-only file: only speed is lost
             log.debug("history of %s not saved: %s", key[0], error)
 
-    def _replay_since_remembered(
-        self, thread_id: str, namespace: str, target: str
-    ) -> tuple[DeltaChannelHistory, int]:
-        """The writes since the nearest remembered, saved or snapshot ancestor, and its history.
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Keep only each thread's latest checkpoint per namespace, or (`delete`) nothing.
 
-        Also returns the length of the thread's saved history (0 if none). The walk reads ids
-        and one metadata field, and opens a checkpoint only where LangGraph may have stored a
-        snapshot (the counter it keeps since the last one is absent). A snapshot must be
-        honoured: when new input replaces an unfinished step, LangGraph takes one so the
-        abandoned step's stored writes are not replayed.
+        `keep_latest` keeps everything that checkpoint needs: its history is stored into it
+        first (`graph.storage.retention`). This is what `langgraph.json`'s `checkpointer.ttl`
+        and `ferry prune` run.
         """
-        chain: list[str] = []
-        walked: set[str] = set()
-        seed: Any = None
-        with self.cursor(transaction=False) as cur:
-            blobs = cur.connection.cursor()
-            blobs.execute(_SAVED_AT_SQL, (thread_id, namespace))
-            saved_at, saved_length = blobs.fetchone() or (None, 0)
-            cur.execute(_CHAIN_SQL, (thread_id, namespace, target, thread_id, namespace))
-            for checkpoint_id, may_hold_snapshot in cur:
-                if checkpoint_id == target and not walked:
-                    walked.add(checkpoint_id)  # its own writes belong to the next step
-                    continue
-                if checkpoint_id in walked:
-                    break  # a re-put checkpoint made the chain loop
-                walked.add(checkpoint_id)
-                chain.append(checkpoint_id)
-                key = (thread_id, namespace, checkpoint_id)
-                seed = self._remembered(key)
-                if seed is None and checkpoint_id == saved_at:
-                    seed = _saved_messages(blobs, self.serde, key)
-                if seed is None and may_hold_snapshot:
-                    seed = _stored_messages(blobs, self.serde, key)
-                if seed is not None:
-                    break
-            rows = self._message_writes(blobs, thread_id, namespace, chain) if chain else []
-        seeded = set() if seed is None else {"messages"}
-        history = build_delta_channels_writes_history(
-            channels=["messages"], chain_by_ch={"messages": chain},
-            seed_val_by_ch={"messages": seed}, seeded=seeded, stage2_rows=rows, serde=self.serde,
-        )["messages"]  # fmt: skip
-        return history, saved_length
+        from graph.storage.retention import prune_threads
 
-    def _message_writes(
-        self, cur: sqlite3.Cursor, thread_id: str, namespace: str, chain: list[str]
-    ) -> list[Any]:
-        """The `messages` writes stored at the checkpoints in `chain` (LangGraph's stage-2 rows).
-
-        One range of the primary key holds them all: the rows between the chain's smallest and
-        largest ids (a branch forked off the chain may have rows in between; they are left out).
-        """
-        task_path = "task_path" if self._has_task_path else "''"
-        cur.execute(
-            f"SELECT checkpoint_id, channel, task_id, idx, type, value, {task_path} FROM writes "
-            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id BETWEEN ? AND ? "
-            "AND channel = 'messages'",
-            (thread_id, namespace, min(chain), max(chain)),
-        )
-        wanted = set(chain)
-        return [row for row in cur if row[0] in wanted]
+        prune_threads(self, thread_ids, strategy=strategy)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread's checkpoints and writes, and forget its remembered histories."""
@@ -315,21 +234,3 @@ class FerrySaver(NamesThreadOnRefusal, CompactVersions, SqliteSaver):
         with self._histories_lock:
             for key in [k for k in self._histories if k[0] == str(thread_id)]:
                 del self._histories[key]
-
-
-def _saved_messages(cur: sqlite3.Cursor, serde: Any, key: tuple[str, str, str]) -> Any:
-    """The history saved at a checkpoint, or None if it is no longer the one saved."""
-    return _decoded(cur, serde, "SELECT type, value FROM ferry_histories", key)
-
-
-def _stored_messages(cur: sqlite3.Cursor, serde: Any, key: tuple[str, str, str]) -> Any:
-    """The messages a checkpoint stores itself (a snapshot), or None."""
-    checkpoint = _decoded(cur, serde, "SELECT type, checkpoint FROM checkpoints", key) or {}
-    return checkpoint.get("channel_values", {}).get("messages")
-
-
-def _decoded(cur: sqlite3.Cursor, serde: Any, select: str, key: tuple[str, str, str]) -> Any:
-    """The (type, value) a query selects for one checkpoint of a thread, decoded; or None."""
-    cur.execute(f"{select} WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?", key)
-    row = cur.fetchone()
-    return serde.loads_typed((row[0], row[1])) if row else None

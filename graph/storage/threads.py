@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from graph.state import fold_messages
 from graph.storage.allowlist import StoredValueError
-from graph.text import message_text
+from graph.storage.internals import snapshot_value
 
 if TYPE_CHECKING:
     from graph.storage import Saver
@@ -43,13 +42,11 @@ def stored_messages(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> 
     """The messages as of a checkpoint: its own snapshot, or rebuilt from the steps' writes."""
     values = saved.checkpoint["channel_values"]
     if "messages" in values:
-        stored = values["messages"]
-        return list(stored.value if isinstance(stored, _DeltaSnapshot) else stored)
+        return snapshot_value(values["messages"])
     history = saver.get_delta_channel_history(config=saved.config, channels=["messages"])
     entry = history["messages"]
-    seed = entry.get("seed")
-    base = seed.value if isinstance(seed, _DeltaSnapshot) else (seed or [])
-    return fold_messages(list(base), [value for _, _, value in entry["writes"]])
+    writes = [value for _, _, value in entry["writes"]]
+    return fold_messages(snapshot_value(entry.get("seed")), writes)
 
 
 _ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
@@ -59,7 +56,7 @@ def message_record(message: BaseMessage) -> dict[str, Any]:
     """One message as `history --json` shows it: role, text content, and call details."""
     record: dict[str, Any] = {
         "role": _ROLES.get(message.type, message.type),
-        "content": message_text(message),
+        "content": str(message.text),
     }
     if isinstance(message, AIMessage) and message.tool_calls:
         record["tool_calls"] = [

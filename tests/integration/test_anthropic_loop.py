@@ -2,7 +2,8 @@
 
 The server answers HTTP 400 to any history the real API would reject (a `tool_use` without its
 `tool_result` right after, text before results, a duplicate or stray result), so every scenario
-here also proves the tool-call contract holds with content-block replies.
+here also proves the tool-call contract holds with content-block replies. The scenarios both
+providers share are in test_provider_contract.py; these are about content blocks.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 from langchain_anthropic import ChatAnthropic
-from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage
 from langchain_core.tools import ToolException, tool
 
 from graph import build_graph
@@ -22,8 +23,7 @@ from graph.guards import turn_counters
 from graph.prompt import SYSTEM_PROMPT
 from graph.settings import Settings
 from graph.storage import sqlite_saver
-from graph.text import message_text
-from tests.support.cli_helpers import ferry, ferry_env, history, one_json_object, succeeded
+from tests.support.cli_helpers import Ferry, ferry_env, history, one_json_object, succeeded
 from tests.support.servers.anthropic import AnthropicServer, anthropic_answer, anthropic_tool_uses
 from tests.support.turns import ask
 
@@ -96,55 +96,6 @@ def test_parallel_tool_uses_then_answer(server: AnthropicServer, tmp_path: Path)
     server.assert_complete()
 
 
-def test_a_tool_error_is_sent_back_with_is_error(server: AnthropicServer, tmp_path: Path) -> None:
-    server.script(
-        [
-            anthropic_tool_uses(("lookup", {"key": "missing"})),
-            anthropic_answer("That key does not exist."),
-        ]
-    )
-    result = ask(make(server, tmp_path / "db"), "look up missing")
-    assert result["stop_reason"] == "answered"
-    stored = [m for m in result["messages"] if isinstance(m, ToolMessage)]
-    assert [m.status for m in stored] == ["error"]
-    [sent] = server.message_requests()[1]["messages"][2]["content"]
-    assert sent["type"] == "tool_result" and sent["is_error"] is True
-    assert "not found" in sent["content"]
-
-
-def test_multi_turn_sends_the_whole_conversation(server: AnthropicServer, tmp_path: Path) -> None:
-    server.script([anthropic_answer("Hi Ada"), anthropic_answer("You are Ada")])
-    graph = make(server, tmp_path / "db")
-    ask(graph, "I am Ada")
-    ask(graph, "Who am I?")
-    sent = server.message_requests()[1]["messages"]
-    assert [(m["role"], [b["text"] for b in blocks(m)]) for m in sent] == [
-        ("user", ["I am Ada"]),
-        ("assistant", ["Hi Ada"]),
-        ("user", ["Who am I?"]),
-    ]
-
-
-def test_streaming_yields_answer_tokens(server: AnthropicServer, tmp_path: Path) -> None:
-    server.script([anthropic_answer("A streamed answer with several words")])
-    graph = make(server, tmp_path / "db")
-    tokens = [
-        message_text(chunk)
-        for chunk, meta in graph.stream(
-            {"messages": [("user", "stream")]},
-            {"configurable": {"thread_id": "s"}},
-            stream_mode="messages",
-        )
-        if isinstance(chunk, AIMessageChunk) and meta["langgraph_node"] == "call_model"
-    ]
-    assert len([t for t in tokens if t]) > 1
-    assert "".join(tokens) == "A streamed answer with several words"
-    assert server.message_requests()[0]["stream"] is True
-    state = graph.get_state({"configurable": {"thread_id": "s"}}).values
-    assert message_text(state["messages"][-1]) == "A streamed answer with several words"
-    assert turn_counters(state["messages"])["usage"]["total_tokens"] > 0
-
-
 def test_streamed_tool_uses_are_sent_back_as_the_api_expects(
     server: AnthropicServer, tmp_path: Path
 ) -> None:
@@ -167,50 +118,13 @@ def test_streamed_tool_uses_are_sent_back_as_the_api_expects(
     ]
     assert assistant["content"][1]["input"] == {"key": "abc"}
     messages = graph.get_state(config).values["messages"]
-    assert [message_text(m) for m in messages if isinstance(m, AIMessage)] == [
+    assert [m.text for m in messages if isinstance(m, AIMessage)] == [
         "Let me look that up.",
         "abc=3",
     ]
 
 
-def test_dead_run_then_new_question_is_accepted_by_the_provider(
-    server: AnthropicServer, tmp_path: Path
-) -> None:
-    db = tmp_path / "db"
-    server.script([anthropic_tool_uses(("lookup", {"key": "a"})), anthropic_answer("fresh")])
-    graph = make(server, db)
-    config = {"configurable": {"thread_id": "t1"}}
-    graph.invoke({"messages": [("user", "first")]}, config, interrupt_before=["execute_tool"])
-    result = ask(make(server, db), "second question")
-    assert result["messages"][-1].content == "fresh"
-    sent = server.message_requests()[1]["messages"]
-    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
-    repaired, question = sent[2]["content"]
-    assert repaired["type"] == "tool_result" and repaired["is_error"] is True
-    assert "interrupted" in repaired["content"]
-    assert question == {"type": "text", "text": "second question"}
-    kinds = [type(m) for m in result["messages"]]
-    assert kinds == [HumanMessage, AIMessage, ToolMessage, HumanMessage, AIMessage]
-    assert result["messages"][2].status == "error"
-    assert CALLS == []
-
-
-def test_resume_after_an_interrupted_tool_step(server: AnthropicServer, tmp_path: Path) -> None:
-    db = tmp_path / "db"
-    server.script([anthropic_tool_uses(("lookup", {"key": "x"})), anthropic_answer("x=1")])
-    config = {"configurable": {"thread_id": "t1"}}
-    make(server, db).invoke(
-        {"messages": [("user", "x?")]}, config, interrupt_before=["execute_tool"]
-    )
-    result = make(server, db).invoke(None, config)
-    assert CALLS == ["x"]
-    kinds = [type(m) for m in result["messages"]]
-    assert kinds[1:] == [AIMessage, ToolMessage, AIMessage]
-    assert result["stop_reason"] == "answered"
-    server.assert_complete()
-
-
-def test_cli_shows_text_not_blocks(server: AnthropicServer, tmp_path: Path) -> None:
+def test_cli_shows_text_not_blocks(cli: Ferry, server: AnthropicServer, tmp_path: Path) -> None:
     server.script(
         [
             anthropic_tool_uses(
@@ -221,12 +135,12 @@ def test_cli_shows_text_not_blocks(server: AnthropicServer, tmp_path: Path) -> N
     )
     env = ferry_env(tmp_path, FERRY_MODEL="anthropic:claude-test")
     env |= {"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": server.url}
-    report = one_json_object(ferry("ask", "What is 150 * 3?", "--json", env=env, cwd=tmp_path))
+    report = one_json_object(cli("ask", "What is 150 * 3?", "--json", env=env, cwd=tmp_path))
     assert report["answer"] == "150 * 3 = 450"
     assert report["stop_reason"] == "answered"
     assert [(c["name"], c["status"]) for c in report["tool_calls"]] == [("calculator", "success")]
     assert report["usage"]["total_tokens"] > 0
-    messages = history(report["thread_id"], env=env, cwd=tmp_path)
+    messages = history(report["thread_id"], env=env, cwd=tmp_path, run=cli)
     assert all(isinstance(m["content"], str) for m in messages)
     assert [(m["role"], m["content"]) for m in messages] == [
         ("user", "What is 150 * 3?"),
@@ -238,7 +152,9 @@ def test_cli_shows_text_not_blocks(server: AnthropicServer, tmp_path: Path) -> N
     server.assert_complete()
 
 
-def test_cli_streams_the_text_of_block_replies(server: AnthropicServer, tmp_path: Path) -> None:
+def test_cli_streams_the_text_of_block_replies(
+    cli: Ferry, server: AnthropicServer, tmp_path: Path
+) -> None:
     server.script(
         [
             anthropic_tool_uses(("calculator", {"expression": "2 + 2"}), text="Adding."),
@@ -247,6 +163,6 @@ def test_cli_streams_the_text_of_block_replies(server: AnthropicServer, tmp_path
     )
     env = ferry_env(tmp_path, FERRY_MODEL="anthropic:claude-test")
     env |= {"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": server.url}
-    done = succeeded(ferry("ask", "2 + 2?", env=env, cwd=tmp_path))
+    done = succeeded(cli("ask", "2 + 2?", env=env, cwd=tmp_path))
     assert done.stdout == "Adding.\n2 + 2 = 4\n"
     assert "→ calculator(" in done.stderr

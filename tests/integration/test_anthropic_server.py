@@ -13,7 +13,6 @@ from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-from graph.text import message_text
 from tests.support.servers.anthropic import AnthropicServer, anthropic_answer, anthropic_tool_uses
 from tests.support.servers.base import Reply
 
@@ -104,7 +103,7 @@ def test_tool_uses_arrive_as_content_blocks(server: AnthropicServer) -> None:
         "tool_use",
         "tool_use",
     ]
-    assert message_text(reply) == "Checking both."
+    assert reply.text == "Checking both."
     assert [(c["name"], c["args"]) for c in reply.tool_calls] == [
         ("get_weather", {"city": "Madrid"}),
         ("get_weather", {"city": "Oslo"}),
@@ -165,7 +164,7 @@ def test_stream_answer_tokens_and_usage(server: AnthropicServer) -> None:
 
     chunks = list(chat(server).bind_tools([get_weather]).stream("Weather in Madrid?"))
 
-    texts = [message_text(c) for c in chunks if message_text(c)]
+    texts = [c.text for c in chunks if c.text]
     assert len(texts) >= 3
     assert "".join(texts) == "It is twenty-one degrees in Madrid today"
     merged = merge(chunks)

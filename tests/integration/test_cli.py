@@ -1,4 +1,5 @@
-"""The `ferry` command line, run as separate processes on one database, as a user runs it."""
+"""The `ferry` command line on one database: its contract in-process, what only a process shows
+in a real one."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from graph.fence import fenced_data
 from tests.support.cli_helpers import (
     FERRY,
     UUID4,
-    ferry,
+    Ferry,
     ferry_env,
     history,
     new_thread_id,
@@ -53,10 +54,10 @@ def tool_lines(stderr: str) -> list[str]:
 # --- ask, follow-up, history, threads -------------------------------------------------------
 
 
-def test_ask_then_follow_up_then_history_each_in_its_own_process(tmp_path: Path) -> None:
+def test_ask_then_follow_up_then_history_on_one_thread(cli: Ferry, tmp_path: Path) -> None:
     env = ferry_env(tmp_path)
 
-    first = succeeded(ferry("ask", "What is 150 * 3?", env=env, cwd=tmp_path))
+    first = succeeded(cli("ask", "What is 150 * 3?", env=env, cwd=tmp_path))
 
     assert first.stdout == "150 * 3 = 450\n"  # only the answer
     thread_id = new_thread_id(first.stderr)
@@ -67,14 +68,14 @@ def test_ask_then_follow_up_then_history_each_in_its_own_process(tmp_path: Path)
     assert finished.removeprefix("✓ calculator ").removesuffix(" ms").isdigit()
 
     second = succeeded(
-        ferry("ask", "and divided by 9?", "--thread", thread_id, env=env, cwd=tmp_path)
+        cli("ask", "and divided by 9?", "--thread", thread_id, env=env, cwd=tmp_path)
     )
 
     assert second.stdout == "450 / 9 = 50\n"
     assert "thread: " not in second.stderr  # not a new thread
     assert tool_lines(second.stderr)[0] == '→ calculator(expression="450 / 9")'
 
-    messages = history(thread_id, env=env, cwd=tmp_path)
+    messages = history(thread_id, env=env, cwd=tmp_path, run=cli)
     assert roles(messages) == [
         "user", "assistant", "tool", "assistant",
         "user", "assistant", "tool", "assistant",
@@ -99,7 +100,7 @@ def test_ask_then_follow_up_then_history_each_in_its_own_process(tmp_path: Path)
     assert messages[4] == {"role": "user", "content": "and divided by 9?"}
     assert messages[7] == {"role": "assistant", "content": "450 / 9 = 50"}
 
-    plain = succeeded(ferry("history", "--thread", thread_id, env=env, cwd=tmp_path))
+    plain = succeeded(cli("history", "--thread", thread_id, env=env, cwd=tmp_path))
     assert plain.stdout.splitlines() == [
         "user: What is 150 * 3?",
         'assistant: → calculator({"expression": "150 * 3"})',
@@ -112,14 +113,16 @@ def test_ask_then_follow_up_then_history_each_in_its_own_process(tmp_path: Path)
     ]
 
 
-def test_threads_lists_each_thread_with_its_message_count_newest_first(tmp_path: Path) -> None:
+def test_threads_lists_each_thread_with_its_message_count_newest_first(
+    cli: Ferry, tmp_path: Path
+) -> None:
     env = ferry_env(tmp_path)
-    older_ask = ferry("ask", "What time is it, and what is 2 + 2?", env=env, cwd=tmp_path)
+    older_ask = cli("ask", "What time is it, and what is 2 + 2?", env=env, cwd=tmp_path)
     older = new_thread_id(succeeded(older_ask).stderr)  # user, assistant, tool, tool, assistant
-    newer_ask = ferry("ask", "What is 150 * 3?", env=env, cwd=tmp_path)
+    newer_ask = cli("ask", "What is 150 * 3?", env=env, cwd=tmp_path)
     newer = new_thread_id(succeeded(newer_ask).stderr)  # user, assistant, tool, assistant
 
-    report = one_json_object(ferry("threads", "--json", env=env, cwd=tmp_path))
+    report = one_json_object(cli("threads", "--json", env=env, cwd=tmp_path))
 
     assert set(report) == {"threads"}
     assert [set(t) for t in report["threads"]] == [{"thread_id", "updated_at", "messages"}] * 2
@@ -127,18 +130,18 @@ def test_threads_lists_each_thread_with_its_message_count_newest_first(tmp_path:
     newest, oldest = (datetime.fromisoformat(t["updated_at"]) for t in report["threads"])
     assert newest.tzinfo is not None and newest > oldest
 
-    plain = succeeded(ferry("threads", env=env, cwd=tmp_path)).stdout.splitlines()
+    plain = succeeded(cli("threads", env=env, cwd=tmp_path)).stdout.splitlines()
     assert [line.split()[0] for line in plain] == [newer, older]
     assert plain[1].endswith(" 5 messages")
 
 
-def test_ask_accepts_a_thread_id_chosen_by_the_user(tmp_path: Path) -> None:
+def test_ask_accepts_a_thread_id_chosen_by_the_user(cli: Ferry, tmp_path: Path) -> None:
     env = ferry_env(tmp_path)
 
-    done = succeeded(ferry("ask", "What is 2 + 2?", "--thread", "my-notes", env=env, cwd=tmp_path))
+    done = succeeded(cli("ask", "What is 2 + 2?", "--thread", "my-notes", env=env, cwd=tmp_path))
 
     assert done.stdout == "2 + 2 = 4\n"
-    assert roles(history("my-notes", env=env, cwd=tmp_path)) == [
+    assert roles(history("my-notes", env=env, cwd=tmp_path, run=cli)) == [
         "user",
         "assistant",
         "tool",
@@ -150,11 +153,11 @@ def test_ask_accepts_a_thread_id_chosen_by_the_user(tmp_path: Path) -> None:
 
 
 def test_json_reports_three_parallel_calls_in_one_object(
-    tmp_path: Path, openmeteo: OpenMeteoServer
+    cli: Ferry, tmp_path: Path, openmeteo: OpenMeteoServer
 ) -> None:
     env = ferry_env(tmp_path, weather=openmeteo)
 
-    done = ferry("ask", THREE_INTENTS, "--json", env=env, cwd=tmp_path)
+    done = cli("ask", THREE_INTENTS, "--json", env=env, cwd=tmp_path)
     report = one_json_object(done)
 
     assert set(report) == {
@@ -182,15 +185,17 @@ def test_json_reports_three_parallel_calls_in_one_object(
     assert len(openmeteo.requests_to("/v1/search")) == 1
     assert len(openmeteo.requests_to("/v1/forecast")) == 1
 
-    stored = history(report["thread_id"], env=env, cwd=tmp_path)
+    stored = history(report["thread_id"], env=env, cwd=tmp_path, run=cli)
     assert roles(stored) == ["user", "assistant", "tool", "tool", "tool", "assistant"]
     assert {m["tool_call_id"] for m in stored[2:5]} == {c["id"] for c in calls}
 
 
-def test_json_reports_a_guard_stop_with_exit_0(tmp_path: Path, openmeteo: OpenMeteoServer) -> None:
+def test_json_reports_a_guard_stop_with_exit_0(
+    cli: Ferry, tmp_path: Path, openmeteo: OpenMeteoServer
+) -> None:
     env = ferry_env(tmp_path, weather=openmeteo, FERRY_MAX_ITERATIONS="1")
 
-    report = one_json_object(ferry("ask", THREE_INTENTS, "--json", env=env, cwd=tmp_path))
+    report = one_json_object(cli("ask", THREE_INTENTS, "--json", env=env, cwd=tmp_path))
 
     assert report["stop_reason"] == "max_iterations"
     assert report["model_calls"] == 1
@@ -201,10 +206,10 @@ def test_json_reports_a_guard_stop_with_exit_0(tmp_path: Path, openmeteo: OpenMe
 
 
 @pytest.mark.parametrize("command", ["history", "resume"])
-def test_unknown_thread_is_one_line_and_exit_1(tmp_path: Path, command: str) -> None:
+def test_unknown_thread_is_one_line_and_exit_1(cli: Ferry, tmp_path: Path, command: str) -> None:
     env = ferry_env(tmp_path)
 
-    done = ferry(command, "--thread", "no-such-thread", env=env, cwd=tmp_path)
+    done = cli(command, "--thread", "no-such-thread", env=env, cwd=tmp_path)
 
     assert done.returncode == 1
     assert done.stdout == ""
@@ -212,13 +217,15 @@ def test_unknown_thread_is_one_line_and_exit_1(tmp_path: Path, command: str) -> 
 
 
 @pytest.mark.parametrize("how", ["FERRY_MODEL", "--model"])
-def test_openai_model_without_key_is_one_line_and_exit_1(tmp_path: Path, how: str) -> None:
+def test_openai_model_without_key_is_one_line_and_exit_1(
+    cli: Ferry, tmp_path: Path, how: str
+) -> None:
     if how == "FERRY_MODEL":
         env, extra = ferry_env(tmp_path, FERRY_MODEL="openai:gpt-4.1-mini"), []
     else:
         env, extra = ferry_env(tmp_path), ["--model", "openai:gpt-4.1-mini"]
 
-    done = ferry("ask", "What is 2 + 2?", "--json", *extra, env=env, cwd=tmp_path)
+    done = cli("ask", "What is 2 + 2?", "--json", *extra, env=env, cwd=tmp_path)
 
     assert done.returncode == 1
     assert done.stdout == ""
@@ -236,8 +243,8 @@ def test_openai_model_without_key_is_one_line_and_exit_1(tmp_path: Path, how: st
         pytest.param(["ask", "hi", "--frob"], id="unknown-option"),
     ],
 )
-def test_usage_errors_exit_2(tmp_path: Path, argv: list[str]) -> None:
-    done = ferry(*argv, env=ferry_env(tmp_path), cwd=tmp_path)
+def test_usage_errors_exit_2(cli: Ferry, tmp_path: Path, argv: list[str]) -> None:
+    done = cli(*argv, env=ferry_env(tmp_path), cwd=tmp_path)
 
     assert done.returncode == 2
     assert done.stdout == ""
@@ -246,16 +253,12 @@ def test_usage_errors_exit_2(tmp_path: Path, argv: list[str]) -> None:
     assert not (tmp_path / "ferry.db").exists()  # nothing was opened
 
 
-def test_resume_of_a_finished_thread_has_nothing_to_do(tmp_path: Path) -> None:
+def test_resume_of_a_finished_thread_has_nothing_to_do(cli: Ferry, tmp_path: Path) -> None:
     env = ferry_env(tmp_path)
-    thread_id = new_thread_id(
-        succeeded(ferry("ask", "What is 2 + 2?", env=env, cwd=tmp_path)).stderr
-    )
+    thread_id = new_thread_id(succeeded(cli("ask", "What is 2 + 2?", env=env, cwd=tmp_path)).stderr)
 
-    plain = succeeded(ferry("resume", "--thread", thread_id, env=env, cwd=tmp_path))
-    report = one_json_object(
-        ferry("resume", "--thread", thread_id, "--json", env=env, cwd=tmp_path)
-    )
+    plain = succeeded(cli("resume", "--thread", thread_id, env=env, cwd=tmp_path))
+    report = one_json_object(cli("resume", "--thread", thread_id, "--json", env=env, cwd=tmp_path))
 
     assert plain.stdout == ""
     assert plain.stderr == f"thread {thread_id}: nothing to resume, its last run finished.\n"
@@ -293,8 +296,8 @@ def test_a_closed_stdout_ends_the_run_cleanly(tmp_path: Path) -> None:
 # --- help and startup cost ---------------------------------------------------------------------
 
 
-def test_help_lists_the_commands(tmp_path: Path) -> None:
-    done = succeeded(ferry("--help", env=ferry_env(tmp_path), cwd=tmp_path))
+def test_help_lists_the_commands(cli: Ferry, tmp_path: Path) -> None:
+    done = succeeded(cli("--help", env=ferry_env(tmp_path), cwd=tmp_path))
 
     for command in ("ask", "chat", "resume", "history", "threads"):
         assert command in done.stdout
@@ -357,12 +360,12 @@ ANSWER = "150 * 3 is 450, and it is 14.2 °C in Bogotá."
 
 
 def test_openai_answer_streams_to_stdout(
-    tmp_path: Path, openai: OpenAIServer, openmeteo: OpenMeteoServer
+    cli: Ferry, tmp_path: Path, openai: OpenAIServer, openmeteo: OpenMeteoServer
 ) -> None:
     script_parallel_calls(openai, ANSWER)
     env = ferry_env(tmp_path, weather=openmeteo, model=openai)
 
-    done = succeeded(ferry("ask", "150 * 3, and the weather in Bogotá?", env=env, cwd=tmp_path))
+    done = succeeded(cli("ask", "150 * 3, and the weather in Bogotá?", env=env, cwd=tmp_path))
 
     assert done.stdout == ANSWER + "\n"
     new_thread_id(done.stderr)
@@ -376,12 +379,12 @@ def test_openai_answer_streams_to_stdout(
 
 
 def test_openai_json_reports_the_servers_usage_and_sends_the_results_back(
-    tmp_path: Path, openai: OpenAIServer, openmeteo: OpenMeteoServer
+    cli: Ferry, tmp_path: Path, openai: OpenAIServer, openmeteo: OpenMeteoServer
 ) -> None:
     script_parallel_calls(openai, ANSWER)
     env = ferry_env(tmp_path, weather=openmeteo, model=openai)
 
-    report = one_json_object(ferry("ask", "150 * 3, and Bogotá?", "--json", env=env, cwd=tmp_path))
+    report = one_json_object(cli("ask", "150 * 3, and Bogotá?", "--json", env=env, cwd=tmp_path))
 
     assert report["answer"] == ANSWER
     assert report["stop_reason"] == "answered"
@@ -406,7 +409,7 @@ def test_openai_json_reports_the_servers_usage_and_sends_the_results_back(
 
 
 def test_the_api_key_is_never_printed_logged_or_stored(
-    tmp_path: Path, openai: OpenAIServer, openmeteo: OpenMeteoServer
+    cli: Ferry, tmp_path: Path, openai: OpenAIServer, openmeteo: OpenMeteoServer
 ) -> None:
     script_parallel_calls(openai, ANSWER)
     log_file = tmp_path / "logs" / "ferry.log"
@@ -415,10 +418,10 @@ def test_the_api_key_is_never_printed_logged_or_stored(
         FERRY_LOG_FORMAT="json",
     )  # fmt: skip
 
-    done = succeeded(ferry("ask", "150 * 3, and Bogotá?", env=env, cwd=tmp_path))
+    done = succeeded(cli("ask", "150 * 3, and Bogotá?", env=env, cwd=tmp_path))
     thread_id = new_thread_id(done.stderr)
-    shown = succeeded(ferry("history", "--thread", thread_id, "--json", env=env, cwd=tmp_path))
-    listed = succeeded(ferry("threads", "--json", env=env, cwd=tmp_path))
+    shown = succeeded(cli("history", "--thread", thread_id, "--json", env=env, cwd=tmp_path))
+    listed = succeeded(cli("threads", "--json", env=env, cwd=tmp_path))
 
     outputs = [done.stdout, done.stderr, shown.stdout, shown.stderr, listed.stdout, listed.stderr]
     assert not [text for text in outputs if SECRET in text]

@@ -18,8 +18,8 @@ from langchain_core.messages import ToolMessage
 from graph.fence import fenced_data
 from graph.guards import INTERRUPTED
 from tests.support.cli_helpers import (
+    Ferry,
     assert_every_call_answered_in_place,
-    ferry,
     ferry_env,
     history,
     kill,
@@ -123,17 +123,17 @@ def calls_by_name(message: dict[str, Any]) -> dict[str, str]:
 
 
 def test_resume_after_a_kill_mid_tool_runs_only_the_unfinished_call(
-    tmp_path: Path, openmeteo: HeldForecastServer
+    cli: Ferry, tmp_path: Path, openmeteo: HeldForecastServer
 ) -> None:
     env = ferry_env(tmp_path, weather=openmeteo)
     thread_id, calculator_result = kill_while_forecast_is_held(tmp_path, env, openmeteo)
-    before = history(thread_id, env=env, cwd=tmp_path)
+    before = history(thread_id, env=env, cwd=tmp_path, run=cli)
     assert roles(before) == ["user", "assistant", "tool"]  # the weather call is unfinished
     ids = calls_by_name(before[1])
     assert set(ids) == {"calculator", "get_weather"}
     assert before[2]["tool_call_id"] == ids["calculator"] and before[2]["content"] == "450"
 
-    resumed = ferry("resume", "--thread", thread_id, "--json", env=env, cwd=tmp_path)
+    resumed = cli("resume", "--thread", thread_id, "--json", env=env, cwd=tmp_path)
     report = one_json_object(resumed)
 
     assert report["thread_id"] == thread_id
@@ -147,7 +147,7 @@ def test_resume_after_a_kill_mid_tool_runs_only_the_unfinished_call(
     ]
     assert "calculator" not in resumed.stderr  # no progress line for a call that did not run
 
-    after = history(thread_id, env=env, cwd=tmp_path)
+    after = history(thread_id, env=env, cwd=tmp_path, run=cli)
     assert roles(after) == ["user", "assistant", "tool", "tool", "assistant"]
     assert_every_call_answered_in_place(after)
     [calculator] = tool_results(after, ids["calculator"])
@@ -165,15 +165,15 @@ def test_resume_after_a_kill_mid_tool_runs_only_the_unfinished_call(
 
 
 def test_new_question_after_a_kill_mid_tool_answers_the_dangling_call_in_place(
-    tmp_path: Path, openmeteo: HeldForecastServer
+    cli: Ferry, tmp_path: Path, openmeteo: HeldForecastServer
 ) -> None:
     env = ferry_env(tmp_path, weather=openmeteo)
     thread_id, _ = kill_while_forecast_is_held(tmp_path, env, openmeteo)
 
-    done = succeeded(ferry("ask", "What is 2 + 2?", "--thread", thread_id, env=env, cwd=tmp_path))
+    done = succeeded(cli("ask", "What is 2 + 2?", "--thread", thread_id, env=env, cwd=tmp_path))
 
     assert done.stdout == "2 + 2 = 4\n"
-    messages = history(thread_id, env=env, cwd=tmp_path)
+    messages = history(thread_id, env=env, cwd=tmp_path, run=cli)
     assert roles(messages) == [
         "user", "assistant", "tool", "tool",
         "user", "assistant", "tool", "assistant",
@@ -195,7 +195,7 @@ def test_new_question_after_a_kill_mid_tool_answers_the_dangling_call_in_place(
 
 
 def test_new_question_after_a_kill_mid_tool_is_accepted_by_the_provider(
-    tmp_path: Path, openmeteo: HeldForecastServer, openai: OpenAIServer
+    cli: Ferry, tmp_path: Path, openmeteo: HeldForecastServer, openai: OpenAIServer
 ) -> None:
     openai.script(
         [
@@ -211,7 +211,7 @@ def test_new_question_after_a_kill_mid_tool_is_accepted_by_the_provider(
     thread_id, _ = kill_while_forecast_is_held(tmp_path, env, openmeteo)
 
     report = one_json_object(
-        ferry("ask", "What is 2 + 2?", "--thread", thread_id, "--json", env=env, cwd=tmp_path)
+        cli("ask", "What is 2 + 2?", "--thread", thread_id, "--json", env=env, cwd=tmp_path)
     )
 
     assert openai.rejections == []
@@ -226,18 +226,20 @@ def test_new_question_after_a_kill_mid_tool_is_accepted_by_the_provider(
     assert results == {"call_calc": "450", "call_weather": INTERRUPTED}
     assert sent[5]["content"] == "What is 2 + 2?"
 
-    messages = history(thread_id, env=env, cwd=tmp_path)
+    messages = history(thread_id, env=env, cwd=tmp_path, run=cli)
     assert roles(messages) == ["user", "assistant", "tool", "tool", "user", "assistant"]
     assert_every_call_answered_in_place(messages)
 
     # The next turn sends the stored history as it is: the repair must be in it, once.
-    follow_up = ferry("ask", "Sure?", "--thread", thread_id, env=env, cwd=tmp_path)
+    follow_up = cli("ask", "Sure?", "--thread", thread_id, env=env, cwd=tmp_path)
     assert succeeded(follow_up).stdout == "Yes, 4.\n"
     assert openai.rejections == []
     openai.assert_complete()
 
 
-def test_resume_after_a_kill_during_the_model_call(tmp_path: Path, openai: OpenAIServer) -> None:
+def test_resume_after_a_kill_during_the_model_call(
+    cli: Ferry, tmp_path: Path, openai: OpenAIServer
+) -> None:
     arrived, release = threading.Event(), threading.Event()
     answer = "150 * 3 = 450."
     openai.script(
@@ -258,7 +260,7 @@ def test_resume_after_a_kill_during_the_model_call(tmp_path: Path, openai: OpenA
         release.set()
     assert process.returncode == -9, err
 
-    done = succeeded(ferry("resume", "--thread", thread_id, env=env, cwd=tmp_path))
+    done = succeeded(cli("resume", "--thread", thread_id, env=env, cwd=tmp_path))
 
     assert done.stdout == answer + "\n"
     assert openai.rejections == []
@@ -273,7 +275,7 @@ def test_resume_after_a_kill_during_the_model_call(tmp_path: Path, openai: OpenA
         "call_calc",
         "450",
     )
-    messages = history(thread_id, env=env, cwd=tmp_path)
+    messages = history(thread_id, env=env, cwd=tmp_path, run=cli)
     assert roles(messages) == ["user", "assistant", "tool", "assistant"]
     assert messages[3] == {"role": "assistant", "content": answer}
     # The calculator ran once, before the kill: its result is the only one ever stored.

@@ -21,7 +21,7 @@ from graph.approval import UNDECIDED
 from graph.fence import fenced_data
 from graph.nodes import CAN_APPROVE
 from graph.settings import Settings
-from tests.support.cli_helpers import ferry, ferry_env, one_json_object
+from tests.support.cli_helpers import Ferry, ferry_env, one_json_object
 from tests.support.scripted import ScriptedModel, answer, tool_call
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
 from tests.support.servers.tavily import FAKE_KEY, TavilyServer
@@ -238,7 +238,9 @@ def _last_tool_data(body: dict[str, Any]) -> str:
     return data
 
 
-def test_cli_json_refuses_the_exfiltrating_search(tmp_path: Path, tavily: TavilyServer) -> None:
+def test_cli_json_refuses_the_exfiltrating_search(
+    cli: Ferry, tmp_path: Path, tavily: TavilyServer
+) -> None:
     def read_as_told(body: dict[str, Any]) -> dict[str, Any]:
         assert "read notes.txt" in _last_tool_data(body)
         return openai_tool_calls(("read_file", {"path": "notes.txt"}, "call_read"))
@@ -259,7 +261,7 @@ def test_cli_json_refuses_the_exfiltrating_search(tmp_path: Path, tavily: Tavily
         env = ferry_env(
             tmp_path, model=openai, FERRY_TAVILY_URL=tavily.url, TAVILY_API_KEY=FAKE_KEY
         )
-        report = one_json_object(ferry("ask", QUESTION, "--json", env=env, cwd=tmp_path))
+        report = one_json_object(cli("ask", QUESTION, "--json", env=env, cwd=tmp_path))
         last = openai.chat_requests()[-1]["messages"]
     assert report["stop_reason"] == "answered"
     assert [(c["id"], c["status"]) for c in report["tool_calls"]] == [

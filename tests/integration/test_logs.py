@@ -6,10 +6,10 @@ import json
 import os
 from pathlib import Path
 
-from tests.support.cli_helpers import ferry as run_ferry
+from tests.support.cli_helpers import Ferry
 
 
-def test_json_log_lines_through_a_paused_and_resumed_run(tmp_path: Path) -> None:
+def test_json_log_lines_through_a_paused_and_resumed_run(cli: Ferry, tmp_path: Path) -> None:
     log_file = tmp_path / "logs" / "ferry.jsonl"
     env = {
         **os.environ,
@@ -20,7 +20,7 @@ def test_json_log_lines_through_a_paused_and_resumed_run(tmp_path: Path) -> None
     }
 
     def ferry(*args: str) -> dict[str, object]:
-        done = run_ferry(*args, "--json", env=env, cwd=tmp_path)
+        done = cli(*args, "--json", env=env, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         assert "tvly-do-not-log-me-123" not in done.stdout + done.stderr
         report: dict[str, object] = json.loads(done.stdout)

@@ -1,7 +1,7 @@
-"""The real ChatOpenAI client through Ferry's graph, against the OpenAI-compatible test server.
+"""What only OpenAI has, through Ferry's graph: Retry-After, retry bounds, prompt trimming.
 
-The server answers HTTP 400 to any history a real provider would reject, so every scenario here
-also proves the tool-call contract holds.
+The scenarios both providers share (parallel calls, tool errors, multi-turn, streaming, repair
+and resume) are in test_provider_contract.py.
 """
 
 from __future__ import annotations
@@ -12,12 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
 from graph import build_graph
-from graph.guards import turn_counters
 from graph.settings import Settings
 from graph.storage import sqlite_saver
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
@@ -70,88 +68,6 @@ def make(server: OpenAIServer, db: Path, **settings: Any) -> Any:
         checkpointer=sqlite_saver(db),
         settings=Settings(**settings),
     )
-
-
-def test_parallel_calls_then_answer(server: OpenAIServer, tmp_path: Path) -> None:
-    server.script(
-        [
-            openai_tool_calls(("lookup", {"key": "a"}), ("lookup", {"key": "bb"})),
-            openai_answer("a=1, bb=2"),
-        ]
-    )
-    result = ask(make(server, tmp_path / "db"), "look up a and bb")
-    assert sorted(CALLS) == ["a", "bb"]
-    assert result["messages"][-1].content == "a=1, bb=2"
-    assert turn_counters(result["messages"])["usage"]["total_tokens"] > 0
-    second = server.chat_requests()[1]["messages"]
-    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "tool"]
-    call_ids = [c["id"] for c in second[2]["tool_calls"]]
-    assert sorted(m["tool_call_id"] for m in second[3:]) == sorted(call_ids)
-    assert [t["function"]["name"] for t in server.chat_requests()[0]["tools"]] == [
-        "lookup",
-        "fetch_page",
-    ]
-    server.assert_complete()
-
-
-def test_multi_turn_sends_the_whole_conversation(server: OpenAIServer, tmp_path: Path) -> None:
-    server.script([openai_answer("Hi Ada"), openai_answer("You are Ada")])
-    graph = make(server, tmp_path / "db")
-    ask(graph, "I am Ada")
-    ask(graph, "Who am I?")
-    sent = server.chat_requests()[1]["messages"]
-    assert [(m["role"], m["content"]) for m in sent[1:]] == [
-        ("user", "I am Ada"),
-        ("assistant", "Hi Ada"),
-        ("user", "Who am I?"),
-    ]
-
-
-def test_streaming_yields_answer_tokens(server: OpenAIServer, tmp_path: Path) -> None:
-    server.script([openai_answer("A streamed answer with several words")])
-    graph = make(server, tmp_path / "db")
-    tokens = [
-        chunk.content
-        for chunk, meta in graph.stream(
-            {"messages": [("user", "stream")]},
-            {"configurable": {"thread_id": "s"}},
-            stream_mode="messages",
-        )
-        if isinstance(chunk, AIMessageChunk) and meta["langgraph_node"] == "call_model"
-    ]
-    assert len([t for t in tokens if t]) > 1
-    assert "".join(str(t) for t in tokens) == "A streamed answer with several words"
-    assert server.chat_requests()[0]["stream"] is True
-
-
-def test_dead_run_then_new_question_is_accepted_by_the_provider(
-    server: OpenAIServer, tmp_path: Path
-) -> None:
-    db = tmp_path / "db"
-    server.script([openai_tool_calls(("lookup", {"key": "a"})), openai_answer("fresh")])
-    graph = make(server, db)
-    config = {"configurable": {"thread_id": "t1"}}
-    graph.invoke({"messages": [("user", "first")]}, config, interrupt_before=["execute_tool"])
-    result = ask(make(server, db), "second question")
-    assert result["messages"][-1].content == "fresh"
-    sent = server.chat_requests()[1]["messages"]
-    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "user"]
-    assert "interrupted" in sent[3]["content"]
-    assert CALLS == []
-
-
-def test_resume_after_an_interrupted_tool_step(server: OpenAIServer, tmp_path: Path) -> None:
-    db = tmp_path / "db"
-    server.script([openai_tool_calls(("lookup", {"key": "x"})), openai_answer("x=1")])
-    config = {"configurable": {"thread_id": "t1"}}
-    make(server, db).invoke(
-        {"messages": [("user", "x?")]}, config, interrupt_before=["execute_tool"]
-    )
-    result = make(server, db).invoke(None, config)
-    assert CALLS == ["x"]
-    kinds = [type(m) for m in result["messages"]]
-    assert kinds[1:] == [AIMessage, ToolMessage, AIMessage]
-    assert result["stop_reason"] == "answered"
 
 
 def _factory_graph(server: OpenAIServer, db: Path, monkeypatch: pytest.MonkeyPatch) -> Any:

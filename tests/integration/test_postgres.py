@@ -30,30 +30,21 @@ from graph.settings import Settings
 from graph.storage.postgres import FerryPostgresSaver, open_postgres_saver
 from graph.storage.serde import StoredValueError
 from graph.storage.threads import list_threads
-from tests.support.cli_helpers import ferry, ferry_env, history, one_json_object, roles, succeeded
+from tests.support.cli_helpers import (
+    Ferry,
+    ferry_env,
+    history,
+    one_json_object,
+    roles,
+    succeeded,
+)
 from tests.support.growth import bytes_per_turn, postgres_stored_bytes
 from tests.support.hostile_rows import PLANTED_MODULE, hostile_values, plant_module
-from tests.support.pgserver import REQUIRED, PostgresServer, find_bin_dir
+from tests.support.pgserver import PostgresServer
 from tests.support.scripted import ScriptedModel, answer, parallel, tool_call
 
 pytestmark = pytest.mark.timeout(180)
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    bin_dir = find_bin_dir()
-    if bin_dir is None:
-        reason = (
-            "no PostgreSQL server to test against: initdb is neither on PATH nor under "
-            "/usr/lib/postgresql/*/bin (install the `postgresql` package; .ci/run does)"
-        )
-        if REQUIRED:
-            pytest.fail(reason)
-        pytest.skip(reason)
-    server = PostgresServer.start(bin_dir)
-    yield server
-    server.stop()
 
 
 @pytest.fixture
@@ -248,57 +239,55 @@ def test_studio_registers_the_threads_stored_in_postgres_and_keeps_them(database
 # --- the CLI ---------------------------------------------------------------------------------
 
 
-def test_cli_ask_history_threads_and_delete(database_url: str, tmp_path: Path) -> None:
+def test_cli_ask_history_threads_and_delete(cli: Ferry, database_url: str, tmp_path: Path) -> None:
     env = ferry_env(tmp_path, FERRY_DATABASE_URL=database_url, FERRY_MODEL="offline")
-    report = one_json_object(ferry("ask", "What is 150 * 3?", "--json", env=env, cwd=tmp_path))
+    report = one_json_object(cli("ask", "What is 150 * 3?", "--json", env=env, cwd=tmp_path))
     assert report["stop_reason"] == "answered" and "450" in report["answer"]
     assert [(c["name"], c["status"]) for c in report["tool_calls"]] == [("calculator", "success")]
     thread_id = report["thread_id"]
 
-    follow_up = ferry(
+    follow_up = cli(
         "ask", "What is 450 / 9?", "--thread", thread_id, "--json", env=env, cwd=tmp_path
     )
     assert "50" in one_json_object(follow_up)["answer"]
-    messages = history(thread_id, env=env, cwd=tmp_path)
+    messages = history(thread_id, env=env, cwd=tmp_path, run=cli)
     assert roles(messages) == ["user", "assistant", "tool", "assistant"] * 2
     assert messages[2]["content"] == "450"
 
-    threads = one_json_object(ferry("threads", "--json", env=env, cwd=tmp_path))["threads"]
+    threads = one_json_object(cli("threads", "--json", env=env, cwd=tmp_path))["threads"]
     assert [(t["thread_id"], t["messages"]) for t in threads] == [(thread_id, 8)]
 
-    deleted = one_json_object(
-        ferry("delete", "--thread", thread_id, "--json", env=env, cwd=tmp_path)
-    )
+    deleted = one_json_object(cli("delete", "--thread", thread_id, "--json", env=env, cwd=tmp_path))
     assert deleted["deleted"] == [thread_id] and deleted["db_bytes"] > 0
-    assert one_json_object(ferry("threads", "--json", env=env, cwd=tmp_path)) == {"threads": []}
+    assert one_json_object(cli("threads", "--json", env=env, cwd=tmp_path)) == {"threads": []}
     assert not (tmp_path / "ferry.db").exists()  # nothing went to SQLite
 
 
 def test_cli_prune_before_works_and_keep_says_it_is_sqlite_only(
-    database_url: str, tmp_path: Path
+    cli: Ferry, database_url: str, tmp_path: Path
 ) -> None:
     env = ferry_env(tmp_path, FERRY_DATABASE_URL=database_url, FERRY_MODEL="offline")
-    succeeded(ferry("ask", "What is 2 * 3?", "--json", env=env, cwd=tmp_path))
-    keep = ferry("prune", "--keep", "3", env=env, cwd=tmp_path)
+    succeeded(cli("ask", "What is 2 * 3?", "--json", env=env, cwd=tmp_path))
+    keep = cli("prune", "--keep", "3", env=env, cwd=tmp_path)
     assert keep.returncode == 1
     assert keep.stderr == (
         "ferry: prune --keep works on SQLite only; with FERRY_DATABASE_URL use --before DATE\n"
     )
     report = one_json_object(
-        ferry("prune", "--before", "2999-01-01", "--json", env=env, cwd=tmp_path)
+        cli("prune", "--before", "2999-01-01", "--json", env=env, cwd=tmp_path)
     )
     assert len(report["threads_deleted"]) == 1
-    assert one_json_object(ferry("threads", "--json", env=env, cwd=tmp_path)) == {"threads": []}
+    assert one_json_object(cli("threads", "--json", env=env, cwd=tmp_path)) == {"threads": []}
 
 
-def test_cli_reports_an_unreachable_server_in_one_line(tmp_path: Path) -> None:
+def test_cli_reports_an_unreachable_server_in_one_line(cli: Ferry, tmp_path: Path) -> None:
     import socket
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         url = f"postgresql://ferry:secret-password@127.0.0.1:{s.getsockname()[1]}/ferry"
         env = ferry_env(tmp_path, FERRY_DATABASE_URL=url)
-        done = ferry("threads", env=env, cwd=tmp_path)
+        done = cli("threads", env=env, cwd=tmp_path)
     assert done.returncode == 1
     assert done.stdout == ""
     assert done.stderr.startswith("ferry: cannot connect to Postgres (FERRY_DATABASE_URL): ")

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 
-from tests.support.cli_helpers import ferry, ferry_env, new_thread_id, succeeded
+from tests.support.cli_helpers import Ferry, ferry_env, new_thread_id, succeeded
 from tests.support.langgraph_dev import serving
 
 STUDIO = "https://smith.langchain.com"
@@ -82,9 +82,9 @@ def test_only_studio_and_localhost_pages_may_read_the_servers_replies(tmp_path: 
         assert search(url, **{"x-auth-scheme": "langsmith", "Origin": STUDIO}).status_code == 200
 
 
-def test_with_a_server_token_every_request_must_carry_it(tmp_path: Path) -> None:
+def test_with_a_server_token_every_request_must_carry_it(cli: Ferry, tmp_path: Path) -> None:
     env = server_env(tmp_path, FERRY_SERVER_TOKEN=TOKEN)
-    asked = succeeded(ferry("ask", "What is 2 + 2?", env=env, cwd=tmp_path))
+    asked = succeeded(cli("ask", "What is 2 + 2?", env=env, cwd=tmp_path))
     thread_id = new_thread_id(asked.stderr)
 
     with serving(tmp_path, env) as url:

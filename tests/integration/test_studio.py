@@ -20,8 +20,8 @@ from langgraph_sdk.errors import BadRequestError
 
 from tests.support.cli_helpers import (
     UUID4,
+    Ferry,
     assert_every_call_answered_in_place,
-    ferry,
     ferry_env,
     history,
     new_thread_id,
@@ -97,7 +97,7 @@ def types(messages: list[dict[str, Any]]) -> list[str]:
 
 
 def test_a_thread_run_through_the_server_continues_in_the_cli(
-    tmp_path: Path, env: dict[str, str]
+    cli: Ferry, tmp_path: Path, env: dict[str, str]
 ) -> None:
     with langgraph_dev(tmp_path, env) as client:
         thread_id = client.threads.create()["thread_id"]
@@ -133,7 +133,7 @@ def test_a_thread_run_through_the_server_continues_in_the_cli(
 
         assert ask_server(client, thread_id, "What is 2 + 2?") == "2 + 2 = 4"
 
-        stored = history(thread_id, env=env, cwd=tmp_path)
+        stored = history(thread_id, env=env, cwd=tmp_path, run=cli)
         assert roles(stored) == [
             "user", "assistant", "tool", "tool", "tool", "assistant",
             "user", "assistant", "tool", "assistant",
@@ -141,18 +141,18 @@ def test_a_thread_run_through_the_server_continues_in_the_cli(
         assert [m["content"] for m in stored] == [
             m["content"] for m in server_messages(client, thread_id)
         ]
-        listed = one_json_object(ferry("threads", "--json", env=env, cwd=tmp_path))["threads"]
+        listed = one_json_object(cli("threads", "--json", env=env, cwd=tmp_path))["threads"]
         assert [t["thread_id"] for t in listed] == [thread_id]
 
         done = succeeded(
-            ferry("ask", "What is 10 * 5?", "--thread", thread_id, env=env, cwd=tmp_path)
+            cli("ask", "What is 10 * 5?", "--thread", thread_id, env=env, cwd=tmp_path)
         )
         assert done.stdout == "10 * 5 = 50\n"
 
         # The server reads the CLI's turn and continues after it.
         assert types(server_messages(client, thread_id))[-4:] == ["human", "ai", "tool", "ai"]
         assert ask_server(client, thread_id, "What is 3 * 3?") == "3 * 3 = 9"
-    stored = history(thread_id, env=env, cwd=tmp_path)
+    stored = history(thread_id, env=env, cwd=tmp_path, run=cli)
     answers = [m["content"] for m in stored if m["role"] == "assistant" and m["content"]]
     assert answers == [answer, "2 + 2 = 4", "10 * 5 = 50", "3 * 3 = 9"]
     assert_every_call_answered_in_place(stored)
@@ -162,12 +162,12 @@ def test_a_thread_run_through_the_server_continues_in_the_cli(
 
 
 def test_cli_threads_appear_in_the_server_with_their_state_and_continue_there(
-    tmp_path: Path, env: dict[str, str]
+    cli: Ferry, tmp_path: Path, env: dict[str, str]
 ) -> None:
-    first = succeeded(ferry("ask", "What is 150 * 3?", env=env, cwd=tmp_path))
+    first = succeeded(cli("ask", "What is 150 * 3?", env=env, cwd=tmp_path))
     before = new_thread_id(first.stderr)
     # Any id works in the CLI; the server accepts canonical UUIDs only, so this one stays out.
-    succeeded(ferry("ask", "What is 1 + 1?", "--thread", "my-notes", env=env, cwd=tmp_path))
+    succeeded(cli("ask", "What is 1 + 1?", "--thread", "my-notes", env=env, cwd=tmp_path))
 
     with langgraph_dev(tmp_path, env) as client:
         assert registered(client) == {before}  # registered before the server serves
@@ -176,7 +176,7 @@ def test_cli_threads_appear_in_the_server_with_their_state_and_continue_there(
         assert messages[-1]["content"] == "150 * 3 = 450"
         assert ask_server(client, before, "and divided by 9?") == "450 / 9 = 50"
 
-        done = succeeded(ferry("ask", THREE_INTENTS, env=env, cwd=tmp_path))
+        done = succeeded(cli("ask", THREE_INTENTS, env=env, cwd=tmp_path))
         during = new_thread_id(done.stderr)
         assert UUID4.fullmatch(during)
         wait_for_thread(client, during)
@@ -187,11 +187,11 @@ def test_cli_threads_appear_in_the_server_with_their_state_and_continue_there(
         thread = client.threads.get(during)
         assert thread["metadata"]["graph_id"] == "agent"
 
-    stored = history(before, env=env, cwd=tmp_path)
+    stored = history(before, env=env, cwd=tmp_path, run=cli)
     assert roles(stored)[-4:] == ["user", "assistant", "tool", "assistant"]
-    again = succeeded(ferry("ask", "and times 2?", "--thread", before, env=env, cwd=tmp_path))
+    again = succeeded(cli("ask", "and times 2?", "--thread", before, env=env, cwd=tmp_path))
     assert again.stdout == "50 * 2 = 100\n"
-    stored = history(during, env=env, cwd=tmp_path)
+    stored = history(during, env=env, cwd=tmp_path, run=cli)
     assert stored[-1]["content"] == "2 + 2 = 4"
     assert_every_call_answered_in_place(stored)
 
@@ -243,7 +243,7 @@ def assert_a_client_result_is_refused(
 
 
 def test_an_approval_pause_shows_in_the_server_and_is_decided_there_or_in_the_cli(
-    tmp_path: Path, env: dict[str, str]
+    cli: Ferry, tmp_path: Path, env: dict[str, str]
 ) -> None:
     env = {**env, "FERRY_APPROVE_TOOLS": "calculator"}
     question = {"messages": [{"role": "user", "content": "What is 150 * 3?"}]}
@@ -262,13 +262,13 @@ def test_an_approval_pause_shows_in_the_server_and_is_decided_there_or_in_the_cl
         # The same pause, made by the server, decided from the CLI.
         second = client.threads.create()["thread_id"]
         client.runs.wait(second, "agent", input=question)
-    decided = ferry(
+    decided = cli(
         "resume", "--thread", second, "--reject", "not now", "--json", env=env, cwd=tmp_path
     )
     report = json.loads(succeeded(decided).stdout)
     assert report["stop_reason"] == "answered"
     history = json.loads(
-        succeeded(ferry("history", "--thread", second, "--json", env=env, cwd=tmp_path)).stdout
+        succeeded(cli("history", "--thread", second, "--json", env=env, cwd=tmp_path)).stdout
     )
     rejection = [m for m in history["messages"] if m["role"] == "tool"][0]
     assert rejection["status"] == "error" and "not now" in rejection["content"]

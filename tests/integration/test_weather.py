@@ -116,7 +116,13 @@ def test_unknown_city(openmeteo: OpenMeteoServer) -> None:
 
 def test_forecast_rejection_carries_the_services_reason(openmeteo: OpenMeteoServer) -> None:
     with pytest.raises(ToolException) as caught:
-        get_json(openmeteo.url + "/v1/forecast", {"latitude": 100, "longitude": 0}, service="F")
+        get_json(
+            openmeteo.url + "/v1/forecast",
+            {"latitude": 100, "longitude": 0},
+            service="F",
+            timeout_s=5,
+            retry_total_s=5,
+        )
     assert str(caught.value) == (
         "F rejected the request (HTTP 400): Latitude must be in range of -90 to 90°. "
         "Given: 100.0. Retrying the same request will fail again."

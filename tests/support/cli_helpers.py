@@ -1,16 +1,20 @@
-"""Run `ferry` as a separate process, the way a user does, and read what it stored.
+"""Run `ferry` the way a user does, and read what it stored.
 
     env = ferry_env(tmp_path, weather=openmeteo)
     done = ferry("ask", "What is 150 * 3?", env=env, cwd=tmp_path)
     messages = history(new_thread_id(done.stderr), env=env, cwd=tmp_path)
 
-Every process gets an explicit environment built from `os.environ` (already cleaned by
-conftest), no stdin, and a timeout.
+`ferry` starts a separate process: an explicit environment built from `os.environ` (already
+cleaned by conftest), no stdin, and a timeout. Keep it for what only a process shows (signals,
+kills, a closed pipe, startup imports). The `cli` fixture runs the same command in-process with
+the same signature and result, for the arguments, output and exit-code contract.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import re
 import signal
@@ -20,8 +24,9 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+import pytest
 from langchain_core.messages import ToolMessage
 
 from graph.settings import Settings
@@ -62,6 +67,49 @@ def ferry(
 ) -> subprocess.CompletedProcess[str]:
     """Run `ferry ARGS…` to completion and capture its output."""
     return run_command([*FERRY, *args], env=env, cwd=cwd, timeout=timeout)
+
+
+class Ferry(Protocol):
+    """Runs `ferry ARGS…` to completion: `ferry` (a process) or the `cli` fixture (in-process)."""
+
+    def __call__(
+        self, *args: str, env: dict[str, str], cwd: Path
+    ) -> subprocess.CompletedProcess[str]: ...
+
+
+# The loggers `configure_logging` takes over; an in-process run must hand them back.
+_CLI_LOGGERS = ("ferry", "openai._base_client")
+
+
+def ferry_in_process(
+    *args: str, env: dict[str, str], cwd: Path, capsys: pytest.CaptureFixture[str]
+) -> subprocess.CompletedProcess[str]:
+    """Run `graph.cli.main(ARGS)` with exactly `env`, in `cwd`, no stdin; capture its output."""
+    from graph.cli import main
+
+    loggers = [logging.getLogger(name) for name in _CLI_LOGGERS]
+    saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
+    capsys.readouterr()
+    with pytest.MonkeyPatch.context() as patch:
+        for name in set(os.environ) - set(env):
+            patch.delenv(name)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        patch.chdir(cwd)
+        patch.setattr(sys, "stdin", io.StringIO(""))
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:  # argparse's usage errors
+            code = exit_.code if isinstance(exit_.code, int) else 1
+        finally:
+            for logger, (handlers, level, propagate) in zip(loggers, saved, strict=True):
+                for handler in set(logger.handlers) - set(handlers):
+                    handler.close()
+                logger.handlers[:] = handlers
+                logger.setLevel(level)
+                logger.propagate = propagate
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["ferry", *args], code, out, err)
 
 
 def run_command(
@@ -128,9 +176,11 @@ def new_thread_id(stderr: str) -> str:
     return ids[0]
 
 
-def history(thread_id: str, *, env: dict[str, str], cwd: Path) -> list[dict[str, Any]]:
+def history(
+    thread_id: str, *, env: dict[str, str], cwd: Path, run: Ferry = ferry
+) -> list[dict[str, Any]]:
     """The thread's stored messages, as `ferry history --json` shows them."""
-    report = one_json_object(ferry("history", "--thread", thread_id, "--json", env=env, cwd=cwd))
+    report = one_json_object(run("history", "--thread", thread_id, "--json", env=env, cwd=cwd))
     assert report["thread_id"] == thread_id
     messages: list[dict[str, Any]] = report["messages"]
     return messages

@@ -17,7 +17,7 @@ from langgraph.types import Command
 from graph import build_graph
 from graph.cli.agent import ask_decisions
 from graph.settings import Settings
-from tests.support.cli_helpers import ferry
+from tests.support.cli_helpers import Ferry
 from tests.support.scripted import ScriptedModel, answer, parallel, tool_call
 
 RUNS: list[str] = []
@@ -138,11 +138,13 @@ def test_terminal_prompt_collects_each_decision(monkeypatch: pytest.MonkeyPatch)
     }
 
 
-def test_cli_json_reports_awaiting_approval_then_resume_approves(tmp_path: Path) -> None:
+def test_cli_json_reports_awaiting_approval_then_resume_approves(
+    cli: Ferry, tmp_path: Path
+) -> None:
     env = {**os.environ, "FERRY_APPROVE_TOOLS": "calculator"}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return ferry(*args, env=env, cwd=tmp_path)
+        return cli(*args, env=env, cwd=tmp_path)
 
     asked = run("ask", "What is 150 * 3?", "--json")
     report = json.loads(asked.stdout)

@@ -8,8 +8,9 @@ import pytest
 from langchain_core.tools import ToolException
 
 from graph.cli import main
-from graph.settings import SYSTEM_ROOTS, ConfigError, Settings, get_settings
+from graph.settings import ConfigError, get_settings
 from tools import files
+from tools.settings import SYSTEM_ROOTS, ToolSettings, with_tool_settings
 
 REFUSAL = "FERRY_FILES_ROOT: must be a project folder, not / or a system folder"
 
@@ -57,8 +58,15 @@ def test_the_cli_says_so_in_one_line_and_exits_1(
     assert err.count("\n") == 1
 
 
-def test_the_tool_refuses_a_system_root_it_is_handed(monkeypatch: pytest.MonkeyPatch) -> None:
-    handed = Settings.model_construct(files_root=Path("/"), files_allow_hardlinks=False)
-    monkeypatch.setattr(files, "get_settings", lambda: handed)
+def test_the_tool_refuses_a_system_root_it_is_handed() -> None:
+    handed = with_tool_settings({}, ToolSettings(files_root=Path("/")))
     with pytest.raises(ToolException, match="The files root / is a system folder"):
-        files.read_file.invoke({"path": "etc/shadow"})
+        files.read_file.invoke({"path": "etc/shadow"}, handed)
+
+
+def test_the_tool_refuses_a_system_root_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FERRY_FILES_ROOT", "/etc")
+    with pytest.raises(ToolException, match="The files root /etc is a system folder"):
+        files.read_file.invoke({"path": "shadow"})

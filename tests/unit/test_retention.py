@@ -15,7 +15,7 @@ from graph import build_graph
 from graph.settings import Settings
 from graph.storage import sqlite_saver
 from graph.storage.retention import prune_thread
-from tests.support.cli_helpers import ferry
+from tests.support.cli_helpers import Ferry
 from tests.support.scripted import ScriptedModel, answer, tool_call
 
 
@@ -87,11 +87,10 @@ def test_prune_keeps_a_pending_run_resumable(tmp_path: Path) -> None:
     assert [m.content for m in result["messages"][:2]] == ["q0", result["messages"][1].content]
 
 
-def _ferry(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return ferry(*args, env=dict(os.environ), cwd=tmp_path)
+def test_cli_delete_and_prune(cli: Ferry, tmp_path: Path) -> None:
+    def _ferry(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return cli(*args, env=dict(os.environ), cwd=tmp_path)
 
-
-def test_cli_delete_and_prune(tmp_path: Path) -> None:
     db = tmp_path / "ferry.db"  # conftest points FERRY_DB here
     _conversation(db, "keep", 3)
     _conversation(db, "drop", 3)

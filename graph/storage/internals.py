@@ -1,0 +1,88 @@
+"""Every private or beta LangGraph interface Ferry's storage relies on, and only here.
+
+Ferry stores messages in a `DeltaChannel` (beta) and rebuilds them faster than LangGraph's
+generic walk, which needs a few of LangGraph's internals. They are re-exported from this one
+module, each with what it is and why Ferry needs it, so an upgrade that moves one breaks here
+and in `tests/unit/test_langgraph_internals.py` (one contract test per item), nowhere else.
+The versions these are tested with are pinned in pyproject.toml.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.checkpoint.base import DeltaChannelHistory
+
+# The msgpack extension codes of LangGraph's serializer (private constants of `jsonplus`).
+# Ferry loads LangGraph's msgpack itself, through an allowlist (graph.storage.allowlist), so
+# it must know which code means "constructor with one argument", "pydantic model", and so on.
+from langgraph.checkpoint.serde.jsonplus import (
+    EXT_CONSTRUCTOR_KW_ARGS,
+    EXT_CONSTRUCTOR_POS_ARGS,
+    EXT_CONSTRUCTOR_SINGLE_ARG,
+    EXT_DELTA_SNAPSHOT,
+    EXT_METHOD_SINGLE_ARG,
+    EXT_PYDANTIC_V2,
+)
+
+# The wrapper a `DeltaChannel` snapshot is stored in (private). A checkpoint whose messages
+# are a `DeltaSnapshot` ends the ancestor walk; retention writes one into the oldest kept
+# checkpoint so that it no longer needs its ancestors.
+from langgraph.checkpoint.serde.types import _DeltaSnapshot as DeltaSnapshot
+
+# Turns the writes read from SQLite into a channel's history, exactly as the stock saver does
+# (private helper of langgraph-checkpoint-sqlite): Ferry reads the rows itself, with one range
+# query and from its saved histories, and hands them over in the stock saver's row shape
+# `(checkpoint_id, channel, task_id, idx, type, value, task_path)`.
+from langgraph.checkpoint.sqlite._delta import build_delta_channels_writes_history
+
+__all__ = [
+    "EXT_CONSTRUCTOR_KW_ARGS",
+    "EXT_CONSTRUCTOR_POS_ARGS",
+    "EXT_CONSTRUCTOR_SINGLE_ARG",
+    "EXT_DELTA_SNAPSHOT",
+    "EXT_METHOD_SINGLE_ARG",
+    "EXT_PYDANTIC_V2",
+    "SNAPSHOT_COUNTERS",
+    "DeltaChannelHistory",
+    "DeltaSnapshot",
+    "build_delta_channels_writes_history",
+    "snapshot_possible_sql",
+    "snapshot_value",
+    "writes_have_task_path",
+]
+
+SNAPSHOT_COUNTERS = "counters_since_delta_snapshot"
+"""Checkpoint metadata key (beta) counting each delta channel's updates since its last snapshot.
+
+LangGraph drops a channel's entry when it takes a snapshot, so Ferry's ancestor walk opens a
+checkpoint (to look for one) only where the entry is absent, instead of decoding every one.
+"""
+
+
+def snapshot_possible_sql(table: str, channel: str = "messages") -> str:
+    """SQL that is true where a checkpoint of `table` may hold a snapshot of `channel`.
+
+    The root of a pruned thread holds one too (retention writes it there).
+    """
+    return (
+        f"({table}.parent_checkpoint_id IS NULL OR json_extract(CAST({table}.metadata AS TEXT), "
+        f"'$.{SNAPSHOT_COUNTERS}.{channel}') IS NULL)"
+    )
+
+
+def writes_have_task_path(saver: Any) -> bool:
+    """Whether the stock SQLite saver found a `task_path` column in `writes` (private flag).
+
+    A read-only file from before the column has none; Ferry's own query of the writes must then
+    select '' in its place, as the stock saver does. (langgraph-checkpoint-sqlite 3.1.1 had no
+    flag, and a second turn crashed: hence the pin.)
+    """
+    return bool(saver._has_task_path)
+
+
+def snapshot_value(seed: Any) -> list[Any]:
+    """The list a history's seed stands for: a snapshot's value, a plain list, or nothing."""
+    if isinstance(seed, DeltaSnapshot):
+        return list(seed.value)
+    return list(seed or [])

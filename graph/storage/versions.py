@@ -1,0 +1,105 @@
+"""Channel versions: short deterministic strings that order with LangGraph's and old Ferry's.
+
+LangGraph's SQLite savers number versions with a zero-padded counter plus a random fraction,
+about 50 bytes per channel in every checkpoint: more than the messages of a typical step.
+Ferry writes `0.<letter><digits>` instead (`0.a7`, `0.c123`: the letter is the number of
+digits, so the strings sort as the numbers do), 5-8 bytes. Every LangGraph version begins with
+32 zero-padded digits, and `"0." < "00"`, so any LangGraph version sorts after every Ferry one:
+a thread that LangGraph's own code continues (the server numbers versions itself) keeps
+ordering, and Ferry continues such a thread in LangGraph's format.
+
+Ferry before this format wrote small integers, which no string compares with. `upgrade` turns
+them, once per file, into the same numbers in this format.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from typing import Any
+
+from graph.storage.allowlist import StoredValueError
+
+log = logging.getLogger("ferry.versions")
+_PREFIX = "0."
+_FORMAT = 1  # PRAGMA user_version of a file whose versions are all strings
+
+
+def compact_version(number: int) -> str:
+    """Version `number` in Ferry's format."""
+    digits = str(number)
+    return f"{_PREFIX}{chr(ord('a') + len(digits) - 1)}{digits}"
+
+
+def version_number(version: str | int | float | None) -> int:
+    """The counter a version (Ferry's, LangGraph's or an old Ferry's integer) carries."""
+    if version is None:
+        return 0
+    if isinstance(version, int | float):
+        return int(version)
+    if version.startswith(_PREFIX):
+        return int(version[3:])
+    return int(version.split(".")[0])
+
+
+class CompactVersions:
+    """Mixed into a saver: number channel versions in Ferry's compact format."""
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        """The version after `current`, in the format of the thread it belongs to."""
+        if isinstance(current, str) and not current.startswith(_PREFIX):
+            return super().get_next_version(current, channel)  # type: ignore[misc]  # the saver it is mixed into has one
+        if isinstance(current, int):
+            return current + 1  # a file not yet upgraded (read-only): keep its integers
+        return compact_version(version_number(current) + 1)
+
+
+def _as_text(versions: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    text = {k: compact_version(v) if isinstance(v, int) else v for k, v in versions.items()}
+    return text, text != versions
+
+
+def _upgraded(checkpoint: dict[str, Any]) -> bool:
+    """Spell a checkpoint's integer versions in Ferry's format; whether any were changed."""
+    checkpoint["channel_versions"], changed = _as_text(checkpoint.get("channel_versions", {}))
+    for node, seen in checkpoint.get("versions_seen", {}).items():
+        checkpoint["versions_seen"][node], seen_changed = _as_text(seen)
+        changed = changed or seen_changed
+    return changed
+
+
+def upgrade(conn: sqlite3.Connection, serde: Any) -> None:
+    """Rewrite the integer versions an earlier Ferry stored, once per file.
+
+    A read-only file is left as it is (Ferry continues its integers); a value that cannot be
+    decoded (a missing key) leaves the file to be upgraded by the next process that can.
+    """
+    if conn.execute("PRAGMA user_version").fetchone()[0] >= _FORMAT:
+        return
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as error:
+        log.debug("versions not upgraded: %s", error)
+        return
+    try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] < _FORMAT:  # not by another
+            _upgrade_rows(conn, serde)
+            conn.execute(f"PRAGMA user_version = {_FORMAT}")
+        conn.execute("COMMIT")
+    except (StoredValueError, sqlite3.OperationalError) as error:
+        conn.execute("ROLLBACK")
+        log.warning("channel versions not upgraded yet: %s", error)
+
+
+def _upgrade_rows(conn: sqlite3.Connection, serde: Any) -> None:
+    rows = conn.execute(
+        "SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint FROM checkpoints"
+    ).fetchall()
+    for thread_id, namespace, checkpoint_id, type_tag, blob in rows:
+        checkpoint = serde.loads_typed((type_tag, blob))
+        if _upgraded(checkpoint):
+            conn.execute(
+                "UPDATE checkpoints SET type = ?, checkpoint = ? "
+                "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+                (*serde.dumps_typed(checkpoint), thread_id, namespace, checkpoint_id),
+            )

@@ -1,0 +1,118 @@
+"""One contract test per LangGraph internal Ferry's storage relies on (graph/storage/internals.py).
+
+A failure here after an upgrade names the assumption that broke; fix internals.py (and the
+pins in pyproject.toml) before anything else.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import operator
+import sqlite3
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import ormsgpack
+from langchain_core.messages import HumanMessage
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import StateGraph
+from langgraph.types import Send
+
+from graph.storage import internals
+from graph.storage.versions import compact_version
+
+
+def test_build_delta_channels_writes_history_keeps_its_signature_and_row_shape() -> None:
+    params = set(inspect.signature(internals.build_delta_channels_writes_history).parameters)
+    expected = {"channels", "chain_by_ch", "seed_val_by_ch", "seeded", "stage2_rows", "serde"}
+    assert params == expected, (
+        "langgraph-checkpoint-sqlite no longer provides build_delta_channels_writes_history("
+        f"channels=..., chain_by_ch=..., seed_val_by_ch=..., seeded=..., stage2_rows=..., "
+        f"serde=...): it takes {sorted(params)}"
+    )
+    serde = JsonPlusSerializer()
+    row = ("c1", "messages", "task", 0, *serde.dumps_typed(["hi"]), "")
+    history = internals.build_delta_channels_writes_history(
+        channels=["messages"], chain_by_ch={"messages": ["c1"]}, seed_val_by_ch={"messages": ["a"]},
+        seeded={"messages"}, stage2_rows=[row], serde=serde,
+    )["messages"]  # fmt: skip
+    assert history.get("seed") == ["a"] and [w[2] for w in history["writes"]] == [["hi"]], (
+        "build_delta_channels_writes_history no longer turns stage-2 rows "
+        "(checkpoint_id, channel, task_id, idx, type, value, task_path) into seed + writes: "
+        f"{history}"
+    )
+
+
+def test_a_delta_snapshot_wraps_its_value_under_its_own_ext_code() -> None:
+    snapshot = internals.DeltaSnapshot(["m"])
+    assert snapshot.value == ["m"], "_DeltaSnapshot no longer holds its list in .value"
+    type_tag, data = JsonPlusSerializer().dumps_typed(snapshot)
+    seen: list[int] = []
+    ormsgpack.unpackb(data, ext_hook=lambda code, _: seen.append(code))
+    assert type_tag == "msgpack" and seen == [internals.EXT_DELTA_SNAPSHOT], (
+        "LangGraph no longer stores a _DeltaSnapshot under EXT_DELTA_SNAPSHOT "
+        f"({internals.EXT_DELTA_SNAPSHOT}): saw {type_tag} with ext codes {seen}"
+    )
+
+
+def test_langgraphs_msgpack_uses_the_ext_codes_ferry_loads() -> None:
+    serde = JsonPlusSerializer()
+    cases = {
+        "a pydantic v2 model (a message)": (HumanMessage("x"), internals.EXT_PYDANTIC_V2),
+        "a positional constructor (Send)": (Send("n", 1), internals.EXT_CONSTRUCTOR_POS_ARGS),
+    }
+    for what, (value, code) in cases.items():
+        seen: list[int] = []
+        ormsgpack.unpackb(serde.dumps_typed(value)[1], ext_hook=lambda c, _, s=seen: s.append(c))
+        assert seen[:1] == [code], f"LangGraph's msgpack no longer stores {what} as ext {code}"
+
+
+def test_the_sqlite_saver_knows_whether_writes_have_a_task_path(tmp_path: Path) -> None:
+    saver = SqliteSaver(sqlite3.connect(tmp_path / "x.db", check_same_thread=False))
+    saver.setup()
+    assert internals.writes_have_task_path(saver) is True, (
+        "langgraph-checkpoint-sqlite no longer sets SqliteSaver._has_task_path after setup()"
+    )
+
+
+class _State(TypedDict):
+    items: Annotated[list[Any], DeltaChannel(operator.add)]
+
+
+def test_delta_channel_metadata_counts_updates_since_the_last_snapshot(tmp_path: Path) -> None:
+    builder = StateGraph(_State)
+    builder.add_node("step", lambda state: {"items": ["x"]})
+    builder.add_edge("__start__", "step")
+    saver = SqliteSaver(sqlite3.connect(tmp_path / "m.db", check_same_thread=False))
+    graph = builder.compile(checkpointer=saver)
+    graph.invoke({"items": ["a"]}, {"configurable": {"thread_id": "t"}})
+    metadata = [c.metadata for c in saver.list({"configurable": {"thread_id": "t"}})]
+    counted = [m.get(internals.SNAPSHOT_COUNTERS, {}).get("items") for m in metadata]
+    assert any(c is not None for c in counted), (
+        "DeltaChannel metadata no longer counts updates in counters_since_delta_snapshot: "
+        f"metadata was {metadata}"
+    )
+    rows = saver.conn.execute(
+        "SELECT count(*) FROM checkpoints c WHERE " + internals.snapshot_possible_sql("c", "items")
+    ).fetchone()[0]
+    assert 0 < rows < len(metadata), "the snapshot test in SQL no longer tells checkpoints apart"
+
+
+def test_the_servers_versions_sort_after_ferrys() -> None:
+    # langgraph_api cannot be imported outside a server (it reads its settings on import).
+    spec = importlib.util.find_spec("langgraph_api")
+    assert spec is not None and spec.submodule_search_locations
+    source = (
+        Path(spec.submodule_search_locations[0]) / "_checkpointer" / "_adapter.py"
+    ).read_text()
+    assumed = ['int(current.split(".")[0])', 'f"{next_v:032}.{next_h:.16f}"']
+    assert all(text in source for text in assumed), (
+        "the LangGraph server no longer numbers versions as 32 zero-padded digits and a "
+        "fraction after int(current.split('.')[0]): Ferry's compact versions may not sort before"
+    )
+    ours = compact_version(41)
+    theirs = f"{int(ours.split('.')[0]) + 1:032}.{0.5:.16f}"
+    assert max(ours, theirs) == theirs > ours

@@ -1,0 +1,141 @@
+"""Channel versions, the message rebuild, and `prune`: what the saver returns is what it was given.
+
+Versions: Ferry's compact strings sort as their numbers, before every LangGraph version, and a
+file written by an earlier Ferry (integer versions) is upgraded once and continues, in the CLI
+and on the server. The rebuild: Ferry's reducer only for Ferry's messages, and copies handed out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import aiosqlite
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import StateGraph
+
+from graph import build_graph
+from graph.server.checkpointer import AsyncFerrySaver
+from graph.storage import FerrySaver, sqlite_saver
+from graph.storage.serde import serializer
+from graph.storage.sqlite import OPENING_STATEMENTS, SAVED_HISTORIES_TABLE, connect
+from graph.storage.versions import compact_version
+from tests.support.scripted import ScriptedModel, answer
+
+CONFIG: Any = {"configurable": {"thread_id": "t"}}
+
+
+def test_compact_versions_sort_as_numbers_and_before_langgraphs() -> None:
+    numbers = [1, 2, 9, 10, 11, 99, 100, 12345, 10**12]
+    assert sorted(compact_version(n) for n in numbers) == [compact_version(n) for n in numbers]
+    langgraph_version = f"{1:032}.{0.25:016}"
+    assert all(compact_version(n) < langgraph_version for n in numbers)
+    assert len(compact_version(1234)) == 7
+
+
+class _OldFerrySaver(FerrySaver):
+    """The saver of an earlier Ferry: integer versions, and no upgrade."""
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        return (current or 0) + 1
+
+    def setup(self) -> None:
+        SqliteSaver.setup(self)
+        self.conn.execute(SAVED_HISTORIES_TABLE)
+        self.conn.execute("CREATE TABLE IF NOT EXISTS ferry_started_calls (t, c)")
+
+
+class _ServerNumbered(FerrySaver):
+    """Numbers versions as the LangGraph server does (it ignores the saver's own numbering)."""
+
+    get_next_version = SqliteSaver.get_next_version  # type: ignore[assignment]
+
+
+def _turn(saver: Any, question: str, reply: str) -> list[str]:
+    graph = build_graph(model=ScriptedModel([answer(reply)]), tools=[], checkpointer=saver)
+    result = graph.invoke({"messages": [("user", question)]}, CONFIG)
+    return [str(m.content) for m in result["messages"]]
+
+
+def _versions(db: Path, saver_class: type[FerrySaver] = FerrySaver) -> list[Any]:
+    saver = saver_class(connect(db))
+    return [v for c in saver.list(CONFIG) for v in c.checkpoint["channel_versions"].values()]
+
+
+def test_a_file_of_an_earlier_ferry_is_upgraded_and_continues_everywhere(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    _turn(_OldFerrySaver(connect(db)), "q1", "a1")
+    assert all(isinstance(v, int) for v in _versions(db, _OldFerrySaver))
+    assert _turn(sqlite_saver(db), "q2", "a2") == ["q1", "a1", "q2", "a2"]
+    assert all(isinstance(v, str) for v in _versions(db))
+    assert _turn(_ServerNumbered(connect(db)), "q3", "a3")[-1] == "a3"  # as Studio would
+    assert _turn(sqlite_saver(db), "q4", "a4") == ["q1", "a1", "q2", "a2", "q3", "a3", "q4", "a4"]
+
+
+def test_a_read_only_file_of_an_earlier_ferry_still_reads(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    _turn(_OldFerrySaver(connect(db)), "q1", "a1")
+    read_only = sqlite3.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
+    state = build_graph(model=ScriptedModel([]), tools=[], checkpointer=FerrySaver(read_only))
+    assert [m.content for m in state.get_state(CONFIG).values["messages"]] == ["q1", "a1"]
+
+
+def _concatenated(state: list[int], writes: list[list[int]]) -> list[int]:
+    return state + [n for write in writes for n in write]
+
+
+class _Counted(TypedDict):
+    messages: Annotated[list[int], DeltaChannel(_concatenated)]
+
+
+def test_a_messages_channel_that_holds_no_messages_keeps_its_own_reducer(tmp_path: Path) -> None:
+    builder = StateGraph(_Counted)
+    builder.add_node("count", lambda state: {"messages": [len(state["messages"])]})
+    builder.add_edge("__start__", "count")
+    graph = builder.compile(checkpointer=sqlite_saver(tmp_path / "n.db"))
+    graph.invoke({"messages": [7]}, CONFIG)
+    graph.invoke({"messages": [8]}, CONFIG)
+    cold = builder.compile(checkpointer=sqlite_saver(tmp_path / "n.db"))
+    assert cold.get_state(CONFIG).values["messages"] == [7, 1, 8, 3]
+
+
+def test_editing_the_state_one_reads_changes_nothing_stored(tmp_path: Path) -> None:
+    model = ScriptedModel([answer("a1"), answer("a2")])
+    graph = build_graph(model=model, tools=[], checkpointer=sqlite_saver(tmp_path / "e.db"))
+    graph.invoke({"messages": [("user", "q1")]}, CONFIG)
+    graph.get_state(CONFIG).values["messages"].clear()
+    graph.invoke({"messages": [("user", "q2")]}, CONFIG)
+    assert [m.content for m in model.calls[1] if m.type != "system"] == ["q1", "a1", "q2"]
+    assert [m.content for m in graph.get_state(CONFIG).values["messages"]] == [
+        "q1", "a1", "q2", "a2"
+    ]  # fmt: skip
+
+
+def test_prune_keeps_the_latest_checkpoint_and_its_history(tmp_path: Path) -> None:
+    db = tmp_path / "p.db"
+    for i in range(3):
+        _turn(sqlite_saver(db), f"q{i}", f"a{i}")
+    sqlite_saver(db).prune(["t"], strategy="keep_latest")
+    assert len(list(sqlite_saver(db).list(CONFIG))) == 1
+    assert _turn(sqlite_saver(db), "q3", "a3") == ["q0", "a0", "q1", "a1", "q2", "a2", "q3", "a3"]
+
+
+def test_the_servers_aprune_is_ferrys_prune(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    for i in range(2):
+        _turn(sqlite_saver(db), f"q{i}", f"a{i}")
+
+    async def prune() -> None:
+        async with aiosqlite.connect(db) as conn:
+            for statement in OPENING_STATEMENTS:
+                await conn.execute(statement)
+            saver = AsyncFerrySaver(conn, serde=serializer())
+            await saver.setup()
+            await saver.aprune(["t"])
+
+    asyncio.run(prune())
+    assert len(list(sqlite_saver(db).list(CONFIG))) == 1
+    assert _turn(sqlite_saver(db), "q2", "a2") == ["q0", "a0", "q1", "a1", "q2", "a2"]
