@@ -182,7 +182,7 @@ def test_429_asking_for_more_than_the_budget_fails_at_once(
         "Open-Meteo geocoding is rate limiting requests (HTTP 429) after 1 attempt. "
         "It asked to wait 120 s, longer than the retry budget allows. Wait a minute."
     )
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 10  # not the 120 s asked for
     assert len(openmeteo.requests) == 1
 
 
@@ -210,7 +210,7 @@ def test_persistent_503_without_retry_after_is_bounded_by_the_budget(
     openmeteo.fail_next(Reply(503, "Unavailable"), times=9)
     started = time.monotonic()
     message = failure()
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 3  # four attempts' backoff alone is over 3.5 s
     attempts = len(openmeteo.requests)
     assert 1 <= attempts < 4
     assert f"(HTTP 503) after {attempts} attempt" in message

@@ -151,7 +151,7 @@ def test_refused_quickly_with_an_instructive_error(expression: str, message: str
     started = time.perf_counter()
     with pytest.raises(ToolException) as caught:
         calculator.invoke({"expression": expression})
-    assert time.perf_counter() - started < 0.5
+    assert time.perf_counter() - started < 2  # refused, not evaluated
     assert message in str(caught.value)
 
 

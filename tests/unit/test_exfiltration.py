@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import string
-import time
 from typing import Any
 
 import pytest
@@ -104,16 +103,15 @@ def test_indexing_is_capped_newest_first() -> None:
     assert quote(messages, search(query=old_line)) is None  # past the cap: not checked
 
 
-def test_matching_time_depends_on_the_arguments_not_the_file() -> None:
+def test_a_long_file_is_matched_through_its_index() -> None:
     big = "".join(random.Random(2).choices(string.ascii_letters + " ", k=400_000))
     messages = thread(big)
     Guard(messages, {"read_file"}).finding(search(query="warm-up"))  # builds the cached index
     query = "".join(random.Random(3).choices(string.ascii_letters, k=300))
-    started = time.perf_counter()
     for _ in range(20):
         assert Guard(messages, {"read_file"}).finding(search(query=query)) is None
-    # About 0.5 ms here; scanning the text for each 24-character window takes about 17 ms.
-    assert (time.perf_counter() - started) / 20 < 0.005
+    # Its speed is measured by hand, not asserted here: about 0.5 ms a call, against 17 ms for
+    # scanning the text for each 24-character window.
 
 
 def test_outbound_and_private_tools_are_declared_by_metadata() -> None:

@@ -45,7 +45,7 @@ def _refusal(path: str) -> str:
     started = time.perf_counter()
     with pytest.raises(ToolException) as caught:
         read_file.invoke({"path": path})
-    assert time.perf_counter() - started < 0.5
+    assert time.perf_counter() - started < 2  # refused before reading anything
     message = str(caught.value)
     assert SECRET not in message
     return message
