@@ -115,7 +115,19 @@ class PostgresServer:
                 # Table sizes change only by what the tests write (autovacuum adds map forks).
                 " -c autovacuum=off"
             )
-            server._tool("pg_ctl", "-D", "data", "-l", "server.log", "-o", options, "-w", "start")
+            for attempt in range(3):
+                try:
+                    server._tool(
+                        "pg_ctl", "-D", "data", "-l", "server.log", "-o", options, "-w", "start"
+                    )
+                    break
+                except RuntimeError:
+                    # A free port can be taken between choosing it and binding it (another test
+                    # worker): choose again.
+                    if attempt == 2:
+                        raise
+                    old_port, server.port = server.port, _free_port()
+                    options = options.replace(f"-p {old_port} ", f"-p {server.port} ")
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
