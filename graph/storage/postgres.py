@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
-from graph.models import ConfigError
+from graph.settings import ConfigError
 from graph.storage.allowlist import NamesThreadOnRefusal
 from graph.storage.serde import serializer
 
