@@ -1,23 +1,25 @@
-"""Human approval of chosen tools: the run pauses, a person approves, edits or rejects each call.
+"""Human approval of chosen tools: the run pauses, a person decides each held call.
 
-The pause is a LangGraph interrupt, so the CLI, Python and Studio all see the same pending calls
-and resume with the same decisions:
+The pause is a LangGraph interrupt in LangChain's human-in-the-loop format (graph/hitl.py), so
+the CLI, Python, Studio and agent-chat-ui all see the same held calls and resume the same way:
 
-    {"<tool_call_id>": {"action": "approve"}}
-    {"<tool_call_id>": {"action": "edit", "args": {...}}}
-    {"<tool_call_id>": {"action": "reject", "reason": "..."}}
-    {"action": "approve"}  # or reject: one decision for every pending call
+    Command(resume={"decisions": [{"type": "approve"}, {"type": "reject", "message": "..."}]})
+
+one decision per held call, in order: `approve`; `edit` with `edited_action` ({name, args}: the
+same tool, new arguments); `reject` with an optional `message`; `respond` with a `message` that
+becomes the call's result, the tool not run. A decision the call's review config does not allow
+is refused: nothing runs, and the run pauses again on the same calls, the error heading each
+call's description.
 
 Two things hold a call: its tool is listed in `FERRY_APPROVE_TOOLS`, or the exfiltration guard
-finds it quoting file content (graph/exfiltration.py); such a call's entry says why in
-`description`.
+finds it quoting file content (graph/exfiltration.py); such a call's description says why.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
@@ -25,6 +27,14 @@ from langgraph.types import interrupt
 
 from graph.exfiltration import Guard, is_outbound, is_private
 from graph.guards import error_result
+from graph.hitl import (
+    ALL_DECISIONS,
+    ApprovalDecisionError,
+    Decision,
+    DecisionType,
+    decisions_for,
+    request,
+)
 from graph.settings import Settings
 
 UNDECIDED = (
@@ -40,6 +50,8 @@ class Gate:
     held: list[ToolCall] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
     """Tool call id → why the exfiltration guard holds it."""
+    allowed: dict[str, tuple[DecisionType, ...]] = field(default_factory=dict)
+    """Tool call id → the decisions a person may make about it."""
     refused: list[ToolMessage] = field(default_factory=list)
 
 
@@ -72,54 +84,76 @@ def gate(
             result.refused.append(error_result(call, finding.refusal(why)))
         elif finding or call["name"] in settings.approval_required:
             result.held.append(call)
+            result.allowed[call["id"] or ""] = settings.approval_decisions.get(
+                call["name"], ALL_DECISIONS
+            )
             if finding:
                 result.reasons[call["id"] or ""] = finding.description()
     return result
 
 
-def pending_approvals(
-    calls: list[ToolCall], reasons: Mapping[str, str] | None = None
-) -> list[dict[str, Any]]:
-    """What a person is shown for each call awaiting approval (and why, when a guard held it)."""
-    shown = []
-    for call in calls:
-        entry = {"id": call["id"], "name": call["name"], "args": call["args"]}
-        if reasons and call["id"] in reasons:
-            entry["description"] = reasons[call["id"] or ""]
-        shown.append(entry)
-    return shown
-
-
-def _decision(decisions: Any, call_id: str | None) -> dict[str, Any]:
-    if isinstance(decisions, dict) and "action" in decisions:
-        return decisions
-    chosen = decisions.get(call_id) if isinstance(decisions, dict) else None
-    return chosen if isinstance(chosen, dict) else {"action": "reject", "reason": "no decision"}
-
-
-def decide(
-    reply: AIMessage, calls: list[ToolCall], reasons: Mapping[str, str] | None = None
-) -> tuple[AIMessage | None, list[ToolMessage]]:
-    """Pause for a decision on `calls`; return the reply with edited arguments, and rejections.
+def decide(reply: AIMessage, gate: Gate) -> tuple[AIMessage | None, list[ToolMessage]]:
+    """Pause for a decision on the held calls; return the reply with edits, and the results.
 
     The edited reply keeps its id, so it replaces the stored one: the history shows the
     arguments that actually ran.
     """
-    decisions = interrupt({"pending_approvals": pending_approvals(calls, reasons)})
-    edits: dict[str, dict[str, Any]] = {}
-    rejected: list[ToolMessage] = []
-    for call in calls:
-        decision = _decision(decisions, call["id"])
-        action = decision.get("action")
-        if action == "edit" and isinstance(decision.get("args"), dict):
-            edits[call["id"] or ""] = decision["args"]
-        elif action != "approve":
-            reason = str(decision.get("reason") or "no reason given")
-            text = f"The user declined this call ({reason}). Do not retry it; answer without it."
-            rejected.append(error_result(call, text))
+    held = gate.held
+    decisions = _decisions(gate)
+    edits = {
+        c["id"] or "": d["edited_action"]["args"]
+        for c, d in zip(held, decisions, strict=True)
+        if d["type"] == "edit"
+    }
+    results = [_result(c, d) for c, d in zip(held, decisions, strict=True) if d["type"] in _NOT_RUN]
     if not edits:
-        return None, rejected
+        return None, results
     calls_now = [
         {**c, "args": edits[c["id"] or ""]} if c["id"] in edits else c for c in reply.tool_calls
     ]
-    return reply.model_copy(update={"tool_calls": calls_now}), rejected
+    return reply.model_copy(update={"tool_calls": calls_now}), results
+
+
+def _decisions(gate: Gate) -> list[Decision]:
+    """Pause until a resume decides every held call as its review config allows.
+
+    A refused answer pauses again, the error heading each description: LangGraph keeps every
+    answer a node has read and replays them in order, so raising instead would leave the bad
+    answer to be read first by every later resume.
+    """
+    error = None
+    while True:
+        answer = interrupt(request(gate.held, gate.reasons, gate.allowed, error))
+        try:
+            return _allowed(decisions_for(answer, gate.held), gate)
+        except ApprovalDecisionError as exc:
+            error = f"Refused: {exc}. Nothing ran; decide again."
+
+
+def _allowed(decisions: list[Decision], gate: Gate) -> list[Decision]:
+    for call, decision in zip(gate.held, decisions, strict=True):
+        allowed = gate.allowed.get(call["id"] or "", ALL_DECISIONS)
+        if decision["type"] not in allowed:
+            raise ApprovalDecisionError(
+                f"tool call {call['id']} ({call['name']}): {decision['type']!r} is not allowed "
+                f"for {call['name']}, only {'|'.join(allowed)} (FERRY_APPROVE_TOOLS)"
+            )
+    return decisions
+
+
+_NOT_RUN = ("reject", "respond")
+
+
+def _result(call: ToolCall, decision: Decision) -> ToolMessage:
+    """The result of a call a person rejected, or answered in the tool's place."""
+    if decision["type"] == "respond":
+        return ToolMessage(
+            decision.get("message", ""),
+            tool_call_id=call["id"] or "",
+            name=call["name"],
+            status="success",
+            id=str(uuid.uuid4()),
+        )
+    reason = decision.get("message") or "no reason given"
+    text = f"The user declined this call ({reason}). Do not retry it; answer without it."
+    return error_result(call, text)

@@ -17,16 +17,18 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot, StateUpdate
 
+from graph.lease import aleased, leased, remember_settings
+from graph.lifecycle import continuation, finished_results
 from graph.nodes import AgentNodes, RunContext
 from graph.provenance import refuse_client_results, tool_results_in
 from graph.routing import route_after_check
 from graph.settings import Settings, get_settings
-from graph.state import FerryState
+from graph.state import FerryInput, FerryOutput, FerryState
 
 log = logging.getLogger("ferry.loop")
 
 
-class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryState, FerryState]):
+class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOutput]):
     """The compiled graph; each invocation gets a fresh `RunContext` unless one is passed.
 
     The time budget is per invocation, so every `invoke`/`stream` (Python, CLI or server) needs
@@ -37,27 +39,28 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryState, FerrySta
     `update_state` family runs through `bulk_update_state`.
     """
 
+    @leased  # one run per thread at a time, from the checks below to the run's last step
     def stream(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - Pregel.stream's own doc
         args, kwargs = _prepared(args, kwargs)
         graph_input, config = _input_and_config(args, kwargs)
-        results = tool_results_in(graph_input)
-        if (results or isinstance(graph_input, dict)) and self._stores(config):
-            state = self.get_state(config)
-            refuse_client_results(results, state)
-            if isinstance(graph_input, dict):
-                self._keep_finished_results(config, state)
-        if (graph_input is None or isinstance(graph_input, Command)) and config:
-            thread_id = config.get("configurable", {}).get("thread_id")
-            extra = {"event": "resume", "thread_id": thread_id, "run_id": kwargs["context"].run_id}
-            log.info("resuming the run from its last checkpoint", extra=extra)
+        if self._stores(config) and _reads_thread(graph_input):
+            finished, graph_input = _before_run(graph_input, self.get_state(config))
+            if finished:  # Ferry's own results: stored past the client-write check
+                super().bulk_update_state(config, [finished])
+            args, kwargs = _with_input(args, kwargs, graph_input)
+        _log_resume(graph_input, config, kwargs)
         return super().stream(*args, **kwargs)
 
+    @aleased
     async def astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # noqa: D102
         args, kwargs = _prepared(args, kwargs)
         graph_input, config = _input_and_config(args, kwargs)
-        results = tool_results_in(graph_input)
-        if results and self._stores(config):
-            refuse_client_results(results, await self.aget_state(config))
+        if self._stores(config) and _reads_thread(graph_input):
+            finished, graph_input = _before_run(graph_input, await self.aget_state(config))
+            if finished:
+                await super().abulk_update_state(config, [finished])
+            args, kwargs = _with_input(args, kwargs, graph_input)
+        _log_resume(graph_input, config, kwargs)
         # Pregel.astream is an async generator: closing it closes the run when a client leaves.
         inner = cast(AsyncGenerator[Any, None], super().astream(*args, **kwargs))
         async with aclosing(inner) as stream:
@@ -85,21 +88,43 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryState, FerrySta
         thread_id = (config or {}).get("configurable", {}).get("thread_id")
         return isinstance(self.checkpointer, BaseCheckpointSaver) and thread_id is not None
 
-    def _keep_finished_results(self, config: RunnableConfig, state: StateSnapshot) -> None:
-        """Store the results of calls that finished before a run died, ahead of new input.
 
-        New input starts a fresh step, and LangGraph drops the unfinished step's saved results
-        with it; the calls would then be answered "no result" although they ran.
-        """
-        finished = [
-            message
-            for task in state.tasks
-            if task.name == "execute_tool" and isinstance(task.result, dict)
-            for message in task.result.get("messages", [])
-        ]
-        if finished:  # Ferry's own results: stored past the client-write check
-            update = StateUpdate({"messages": finished}, "execute_tool", None)
-            super().bulk_update_state(config, [[update]])
+def _reads_thread(graph_input: Any) -> bool:
+    """Whether a run's input needs the stored thread checked or completed first."""
+    return (
+        graph_input is None or isinstance(graph_input, dict) or bool(tool_results_in(graph_input))
+    )
+
+
+def _before_run(graph_input: Any, state: StateSnapshot) -> tuple[list[StateUpdate], Any]:
+    """The checks every entry point makes before a run: what to store first, and the input.
+
+    A client may not supply the result of a call Ferry issued. New input first stores what
+    the steps that finished before a crash wrote (`graph.lifecycle.finished_results`); a run
+    without input completes an unfinished turn even when nothing is planned for it.
+    """
+    refuse_client_results(tool_results_in(graph_input), state)
+    if isinstance(graph_input, dict):
+        return finished_results(state), graph_input
+    if graph_input is None:
+        return [], continuation(state)
+    return [], graph_input
+
+
+def _log_resume(graph_input: Any, config: RunnableConfig | None, kwargs: dict[str, Any]) -> None:
+    if (graph_input is None or isinstance(graph_input, Command)) and config:
+        thread_id = config.get("configurable", {}).get("thread_id")
+        extra = {"event": "resume", "thread_id": thread_id, "run_id": kwargs["context"].run_id}
+        log.info("resuming the run from its last checkpoint", extra=extra)
+
+
+def _with_input(
+    args: tuple[Any, ...], kwargs: dict[str, Any], graph_input: Any
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The run's arguments with `graph_input` in place of the input given."""
+    if args:
+        return (graph_input, *args[1:]), kwargs
+    return args, {**kwargs, "input": graph_input}
 
 
 def _input_and_config(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
@@ -117,8 +142,10 @@ def _prepared(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any,
     kwargs = {**kwargs, "context": kwargs.get("context") or RunContext()}
     # Save each step before the next starts: a crash mid-tool must find the model's reply (and
     # its tool call ids) stored, or the resumed run would ask the model again and could repeat
-    # a side effect under a new id.
-    kwargs["durability"] = kwargs.get("durability") or "sync"
+    # a side effect under a new id. Whatever the caller asks: the server passes its own default
+    # ("async"), which saves a step while the next one already runs.
+    kwargs.pop("checkpoint_during", None)  # the deprecated spelling of durability
+    kwargs["durability"] = "sync"
     graph_input = args[0] if args else kwargs.get("input")
     if isinstance(graph_input, dict) and graph_input.get("messages"):
         given = graph_input["messages"]
@@ -146,20 +173,22 @@ def _compile(
         from tools import TOOLS
 
         tools = TOOLS
-    from graph.storage import RecordsStarts
-
-    first_start = checkpointer.first_start if isinstance(checkpointer, RecordsStarts) else None
-    nodes = AgentNodes(settings=settings, tools=list(tools), model=model, first_start=first_start)
-    builder = StateGraph(FerryState, context_schema=RunContext)
+    nodes = AgentNodes(settings=settings, tools=list(tools), model=model)
+    builder = StateGraph(
+        FerryState, context_schema=RunContext, input_schema=FerryInput, output_schema=FerryOutput
+    )
     builder.add_node("call_model", nodes.call_model)  # type: ignore[call-overload]  # LangGraph's node protocols do not spell out (state, config, runtime)
     builder.add_node("check", nodes.check)  # type: ignore[call-overload]  # LangGraph's node protocols do not spell out (state, config, runtime)
-    builder.add_node("execute_tool", nodes.execute_tool)  # type: ignore[call-overload]  # LangGraph's node protocols do not spell out (state, config, runtime)
+    # Its input is a ToolTask sent by `route_after_check`; naming the state as its schema keeps the
+    # task's keys from becoming channels of every thread (and fields of Studio's state schema).
+    builder.add_node("execute_tool", nodes.execute_tool, input_schema=FerryState)  # type: ignore[call-overload]  # LangGraph's node protocols do not spell out (state, config, runtime)
     builder.add_edge(START, "call_model")
     builder.add_edge("call_model", "check")
     builder.add_conditional_edges("check", route_after_check, ["execute_tool", "call_model", END])
     builder.add_edge("execute_tool", "call_model")
     compiled = builder.compile(checkpointer=checkpointer, name="ferry")
     compiled.__class__ = FerryGraph  # adds only the methods above; no new state
+    remember_settings(compiled, settings)
     return compiled  # type: ignore[return-value]  # the class was just swapped
 
 

@@ -12,6 +12,7 @@ from langchain_core.messages import (
     AnyMessage,
     BaseMessage,
     HumanMessage,
+    InvalidToolCall,
     ToolCall,
     ToolMessage,
 )
@@ -22,6 +23,9 @@ INTERRUPTED = (
     "No result: the run was interrupted before this call's result was recorded. "
     "Call it again if you still need it."
 )
+
+MAX_ARGUMENTS_CHARS = 100_000
+"""Longest arguments (as JSON) a call may have; no tool needs more, and each is stored forever."""
 
 _STOP_TEXT: dict[StopReason, str] = {
     "max_iterations": "I stopped after {model_calls} model calls, this turn's limit "
@@ -65,7 +69,20 @@ def turn_counters(messages: Sequence[AnyMessage]) -> dict[str, Any]:
     return {"model_calls": len(replies), "usage": usage}
 
 
-def unanswered_calls(messages: Sequence[AnyMessage]) -> list[ToolCall]:
+def all_calls(message: AIMessage) -> list[ToolCall]:
+    """Every call of a reply, those whose arguments did not parse included (with no args).
+
+    Providers are sent the unparsed ones too (langchain-openai as `tool_calls`, langchain-
+    anthropic as `tool_use` blocks), so each needs a result like any other call.
+    """
+    invalid = [
+        ToolCall(name=c.get("name") or "", args={}, id=c.get("id"), type="tool_call")
+        for c in message.invalid_tool_calls
+    ]
+    return [*message.tool_calls, *invalid]
+
+
+def unanswered_calls(messages: Sequence[BaseMessage]) -> list[ToolCall]:
     """Calls of the latest tool-calling reply that no tool result answers.
 
     Only the latest can lack results: every model call repairs the history before it, so any
@@ -75,9 +92,34 @@ def unanswered_calls(messages: Sequence[AnyMessage]) -> list[ToolCall]:
     for message in reversed(messages):
         if isinstance(message, ToolMessage):
             answered.add(message.tool_call_id)
-        elif isinstance(message, AIMessage) and message.tool_calls:
-            return [call for call in message.tool_calls if call["id"] not in answered]
+        elif isinstance(message, AIMessage) and all_calls(message):
+            return [call for call in all_calls(message) if call["id"] not in answered]
     return []
+
+
+def invalid_call_results(reply: AIMessage) -> list[ToolMessage]:
+    """An error result for each call whose arguments did not parse, saying what was wrong."""
+    return [
+        ToolMessage(
+            _invalid_arguments(call),
+            tool_call_id=call.get("id") or "",
+            name=call.get("name") or "",
+            status="error",
+            id=str(uuid.uuid4()),
+        )
+        for call in reply.invalid_tool_calls
+    ]
+
+
+def _invalid_arguments(call: InvalidToolCall) -> str:
+    name = call.get("name") or "the tool"
+    try:
+        parsed = json.loads(call.get("args") or "")
+    except json.JSONDecodeError as exc:
+        problem = f"Arguments were not valid JSON: {exc.msg} (character {exc.pos})"
+    else:
+        problem = f"Arguments must be a JSON object, not {type(parsed).__name__}"
+    return f"Not executed. {problem}; call {name} again with its arguments as one JSON object."
 
 
 def error_result(call: ToolCall, text: str) -> ToolMessage:
@@ -135,6 +177,11 @@ def refusals(
     return refused
 
 
+def unknown_tool(name: str, available: Sequence[str]) -> str:
+    """The error text for a call to a tool this process does not have."""
+    return f"Unknown tool '{name}'. Available tools: {', '.join(available) or 'none'}."
+
+
 def refusal(
     call: ToolCall,
     *,
@@ -142,9 +189,15 @@ def refusal(
     disabled: set[str],
     earlier: dict[str, ToolMessage],
 ) -> str | None:
-    """Why `call` must not run (unknown tool, disabled tool, exact duplicate), or None."""
+    """Why `call` must not run (unknown or disabled tool, huge arguments, duplicate), or None."""
     if call["name"] not in available:
-        return f"Unknown tool '{call['name']}'. Available tools: {', '.join(available)}."
+        return unknown_tool(call["name"], available)
+    size = len(json.dumps(call["args"], default=str))
+    if size > MAX_ARGUMENTS_CHARS:
+        return (
+            f"Not executed: the arguments are {size} characters, over the limit of "
+            f"{MAX_ARGUMENTS_CHARS}. Call {call['name']} again with shorter arguments."
+        )
     if call["name"] in disabled:
         remaining = [name for name in available if name not in disabled]
         return (

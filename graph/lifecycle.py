@@ -8,11 +8,14 @@ last message is the model's (or a guard's) answer with no calls left to run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.types import Command, StateSnapshot, StateUpdate
 
 from graph.guards import unanswered_calls
+from graph.routing import route_after_check
 
 
 def unfinished_turn(messages: Sequence[BaseMessage]) -> bool:
@@ -27,3 +30,45 @@ def unfinished_turn(messages: Sequence[BaseMessage]) -> bool:
     if isinstance(last, HumanMessage | ToolMessage):
         return True
     return isinstance(last, AIMessage) and bool(unanswered_calls(messages))
+
+
+def continuation(state: StateSnapshot) -> Command[Any] | None:
+    """The input that completes an unfinished turn nothing is planned for; None if not needed.
+
+    When LangGraph has a task planned or saved (finished results, an approval waiting), a run
+    without input already continues from it. Otherwise the turn goes on where its messages
+    say: calls never checked go to `check` (refusals, approvals and budgets apply, then they
+    run); results the model has not seen, after the block's missing calls run, go to the
+    model; a question no one answered goes to the model. A stale stop reason is cleared, as
+    the model node does at a new turn, so the edges do not end the run at once.
+    """
+    values: Mapping[str, Any] = state.values or {}
+    messages = values.get("messages") or []
+    if state.tasks or not messages:
+        return None
+    last = messages[-1]
+    if not unfinished_turn(messages):
+        # An answer stored just before a kill, never checked: `check` records why the turn
+        # ended (its stop reason) and the run ends there.
+        unchecked = isinstance(last, AIMessage) and values.get("stop_reason") is None
+        return Command(goto="check") if unchecked else None
+    if isinstance(last, AIMessage):
+        return Command(update={"stop_reason": None}, goto="check")
+    if isinstance(last, ToolMessage):
+        goto = route_after_check({**values, "stop_reason": None})  # type: ignore[typeddict-item]  # a snapshot's values are the state's
+        return Command(update={"stop_reason": None}, goto=goto)
+    return Command(update={"stop_reason": None}, goto="call_model")
+
+
+def finished_results(state: StateSnapshot) -> list[StateUpdate]:
+    """What the steps that finished before a run died wrote, to store ahead of new input.
+
+    New input starts a fresh step, and LangGraph drops the unfinished step's saved writes with
+    it: a model reply would vanish (two user messages in a row), and calls that ran would be
+    answered "no result". Stored as the writes of the nodes that made them, they are kept.
+    """
+    return [
+        StateUpdate(task.result, task.name, task.id)
+        for task in state.tasks
+        if isinstance(task.result, dict) and not task.interrupts
+    ]

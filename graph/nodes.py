@@ -6,13 +6,20 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    ToolCall,
+    ToolMessage,
+)
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
@@ -21,6 +28,7 @@ from graph import approval, guards
 from graph.execution import run_call
 from graph.log import redact
 from graph.models import make_model
+from graph.models.calls import ModelTimeout, ReplyCutShort, cut_short, invoke_within
 from graph.prompt import for_model
 from graph.routing import ToolTask
 from graph.settings import Settings
@@ -40,10 +48,18 @@ default to True, since their caller sees the interrupt and can resume with a dec
 
 @dataclass
 class RunContext:
-    """Per-invocation facts: when it started (for the time budget) and its id (for logs)."""
+    """Per-invocation facts: its id (for logs) and when it started (for the time budget).
 
-    started_at: float = field(default_factory=time.monotonic)
+    It is the graph's context schema, so its fields are what a caller may set (Studio shows
+    them); the start is not a field, or a caller could move it and escape the time budget.
+    """
+
     run_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    """Names this invocation in every log line; a new UUID unless given."""
+
+    def __post_init__(self) -> None:
+        """Start the invocation's clock."""
+        self.started_at: float = time.monotonic()
 
 
 def _ids(config: RunnableConfig, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -70,8 +86,6 @@ class AgentNodes:
     settings: Settings
     tools: list[BaseTool]
     model: BaseChatModel | None = None
-    first_start: Callable[[str, str], bool] | None = None
-    """Records that a call starts; False if it had started before (a crash cut it short)."""
     _slots: threading.BoundedSemaphore = field(init=False)
 
     def __post_init__(self) -> None:
@@ -107,19 +121,49 @@ class AgentNodes:
         if _seconds_left(self.settings, runtime) <= 0:
             return self._stop(guards.turn_counters(messages), update, repairs, "time_budget", ids)
         prompt = for_model(merge_messages(messages, repairs), self.settings.context_tokens)
-        started = time.monotonic()
-        reply: AIMessage = self.bound_model.invoke(prompt, config)
-        duration_ms = round((time.monotonic() - started) * 1000)
+        reply = self._complete_reply(prompt, config, runtime, ids)
+        if reply is None:
+            return self._stop(guards.turn_counters(messages), update, repairs, "time_budget", ids)
         reply.id = reply.id or str(uuid.uuid4())
-        _log(
-            "model call",
-            ids,
-            "model_call",
-            duration_ms=duration_ms,
-            ferry_calls=len(reply.tool_calls),
-        )
         update["messages"] = [*repairs, reply]
         return update
+
+    def _complete_reply(
+        self,
+        prompt: Sequence[BaseMessage],
+        config: RunnableConfig,
+        runtime: Runtime[RunContext],
+        ids: dict[str, Any],
+    ) -> AIMessage | None:
+        """The model's whole reply within the time left; None if the time runs out first.
+
+        A reply cut short (its stream ended without a finish reason) is neither run nor stored:
+        the model is asked once more, and a second cut ends the run with an error, leaving the
+        turn to resume.
+
+        Raises:
+            ReplyCutShort: Both replies were cut short.
+        """
+        for _attempt in range(2):
+            seconds = _seconds_left(self.settings, runtime)
+            if seconds <= 0:
+                return None
+            started = time.monotonic()
+            try:
+                reply = invoke_within(self.bound_model, prompt, config, seconds)
+            except ModelTimeout:
+                _log("model call abandoned: time budget", ids, "model_timeout", logging.WARNING)
+                return None
+            duration_ms = round((time.monotonic() - started) * 1000)
+            calls = len(reply.tool_calls) + len(reply.invalid_tool_calls)
+            _log("model call", ids, "model_call", duration_ms=duration_ms, ferry_calls=calls)
+            if not cut_short(reply):
+                return reply
+            _log("model reply cut short", ids, "model_cut_short", logging.WARNING)
+        raise ReplyCutShort(
+            "The model's reply was cut short twice (its stream ended without a finish reason); "
+            "nothing of it was stored or run. Resume the thread to ask again."
+        )
 
     def _repairs(self, messages: list[AnyMessage]) -> list[ToolMessage]:
         """Error results for the calls left unanswered, saying whether they awaited approval.
@@ -162,14 +206,14 @@ class AgentNodes:
     ) -> dict[str, Any]:
         """Decide: answer, stop on a guard, or run the requested calls minus refused ones."""
         reply = state["messages"][-1]
-        if not isinstance(reply, AIMessage) or not reply.tool_calls:
+        if not isinstance(reply, AIMessage) or not guards.all_calls(reply):
             return {"stop_reason": state.get("stop_reason") or "answered"}
         ids = _ids(config, runtime)
         reason = self._budget_exceeded(state, runtime)
         if reason:
             not_run = [
                 guards.error_result(c, f"Not executed: the turn stopped ({reason}).")
-                for c in reply.tool_calls
+                for c in guards.all_calls(reply)
             ]
             counters = guards.turn_counters(state["messages"])
             return self._stop(counters, {}, not_run, reason, ids)
@@ -178,7 +222,9 @@ class AgentNodes:
             for n, count in (state.get("tool_failures") or {}).items()
             if count >= self.settings.breaker_threshold
         }
-        refused = guards.refusals(
+        # Calls whose arguments did not parse are answered with what was wrong, so the model
+        # can call again; the rest of the reply's calls still run.
+        refused = guards.invalid_call_results(reply) + guards.refusals(
             reply.tool_calls,
             available=list(self.tools_by_name),
             disabled=disabled,
@@ -214,7 +260,7 @@ class AgentNodes:
             _log("exfiltration guard held a call", ids, "exfiltration", tool_call_id=call_id)
         written: list[AnyMessage] = [*refused, *gate.refused]
         if gate.held:
-            edited, rejected = approval.decide(reply, gate.held, gate.reasons)
+            edited, rejected = approval.decide(reply, gate)
             written = [*([edited] if edited else []), *written, *rejected]
         return written
 
@@ -236,9 +282,13 @@ class AgentNodes:
     ) -> dict[str, Any]:
         """Run one tool call within its timeout and the run's time left; always answer it."""
         call = task["call"]
-        tool = self.tools_by_name[call["name"]]
         ids = {**_ids(config, runtime), "tool_call_id": call["id"], "tool": call["name"]}
-        if self._started_before(tool, call, ids["thread_id"]):
+        tool = self.tools_by_name.get(call["name"])
+        if tool is None:  # checked under another tool list, resumed under this one
+            _log("refused a tool call", ids, "refused", logging.WARNING)
+            text = guards.unknown_tool(call["name"], list(self.tools_by_name))
+            return {"messages": [guards.error_result(call, text)]}
+        if self._started_before(tool, call, config):
             text = (
                 f"{call['name']} was cut short by a crash and is not re-run automatically: it "
                 "declares side effects (retry_safe=False). Check whether it took effect before "
@@ -266,8 +316,19 @@ class AgentNodes:
             update["tool_failures"] = {call["name"]: status == "success"}
         return update
 
-    def _started_before(self, tool: BaseTool, call: ToolCall, thread_id: str | None) -> bool:
-        """Whether a tool that must not run twice already started this call (then crashed)."""
-        if (tool.metadata or {}).get("retry_safe", True) or not (self.first_start and thread_id):
+    def _started_before(self, tool: BaseTool, call: ToolCall, config: RunnableConfig) -> bool:
+        """Whether a tool that must not run twice already started this call (then crashed).
+
+        The run's own saver records starts: the served graph is compiled without one, and the
+        server hands each run its saver, so it is looked up per run, never at compile time.
+        """
+        from graph.storage import RecordsStarts
+        from graph.storage.internals import run_checkpointer
+
+        saver = run_checkpointer(config)
+        thread_id = config.get("configurable", {}).get("thread_id")
+        if (tool.metadata or {}).get("retry_safe", True) or not thread_id:
             return False
-        return not self.first_start(thread_id, call["id"] or "")
+        if not isinstance(saver, RecordsStarts):
+            return False
+        return not saver.first_start(str(thread_id), call["id"] or "")

@@ -22,6 +22,7 @@ from langchain_core.messages import ToolMessage, convert_to_messages
 from langgraph.types import Command, StateSnapshot
 
 from graph.guards import unanswered_calls
+from graph.hitl import awaiting as held
 
 
 class ClientToolResultError(ValueError):
@@ -61,12 +62,7 @@ def refuse_client_results(results: Sequence[ToolMessage], stored: StateSnapshot)
     if not results:
         return
     pending = {c["id"]: c for c in unanswered_calls(stored.values.get("messages") or [])}
-    awaiting = {
-        entry.get("id")
-        for pause in stored.interrupts
-        if isinstance(pause.value, dict)
-        for entry in pause.value.get("pending_approvals", [])
-    }
+    awaiting = {entry.get("id") for pause in stored.interrupts for entry in held(pause.value)}
     for result in results:
         call = pending.get(result.tool_call_id)
         if call is None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 from dataclasses import fields
 from pathlib import Path
+from typing import cast
 
 from dotenv import load_dotenv
 from pydantic import Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from graph.hitl import ALL_DECISIONS, DecisionType
 from tools.settings import ToolSettings, is_system_root
 
 
@@ -60,8 +62,11 @@ class Settings(BaseSettings):
     """Approximate tokens sent to the model; older tool results are trimmed beyond it."""
     breaker_threshold: int = Field(default=3, ge=1)
     """Consecutive failures that disable a tool for the rest of a thread."""
+    lease_timeout_s: float = Field(default=30.0, gt=0)
+    """Seconds without a heartbeat before another run takes over a run's lease on its thread."""
     approve_tools: str = ""
-    """Comma-separated tools that need a person's approval before they run."""
+    """Comma-separated tools that need a person's approval, each optionally with the decisions
+    allowed: `read_file,web_search:approve|reject` (default: approve, edit, reject, respond)."""
     exfiltration_guard: str = Field(default="approve", pattern="^(approve|refuse|off)$")
     """Outbound calls quoting file content read earlier: ask a person, refuse, or let them run."""
     tavily_url: str = "https://api.tavily.com"
@@ -98,10 +103,40 @@ class Settings(BaseSettings):
         """Return the part of these settings the tools read; each tool call is handed it."""
         return ToolSettings(**{f.name: getattr(self, f.name) for f in fields(ToolSettings)})
 
+    @field_validator("approve_tools")
+    @classmethod
+    def _known_decisions(cls, approve_tools: str) -> str:
+        try:
+            approval_decisions(approve_tools)
+        except ValueError as exc:
+            raise PydanticCustomError("approval_decisions", str(exc)) from exc
+        return approve_tools
+
     @property
     def approval_required(self) -> frozenset[str]:
         """Tool names listed in `FERRY_APPROVE_TOOLS`."""
-        return frozenset(t.strip() for t in self.approve_tools.split(",") if t.strip())
+        return frozenset(self.approval_decisions)
+
+    @property
+    def approval_decisions(self) -> dict[str, tuple[DecisionType, ...]]:
+        """Each tool listed in `FERRY_APPROVE_TOOLS` → the decisions a person may make."""
+        return approval_decisions(self.approve_tools)
+
+
+def approval_decisions(approve_tools: str) -> dict[str, tuple[DecisionType, ...]]:
+    """Parse `FERRY_APPROVE_TOOLS`: `tool[:decision|decision…]`, comma-separated."""
+    parsed: dict[str, tuple[DecisionType, ...]] = {}
+    for entry in filter(None, (e.strip() for e in approve_tools.split(","))):
+        name, _, listed = (part.strip() for part in entry.partition(":"))
+        chosen = [d.strip() for d in listed.split("|") if d.strip()]
+        unknown = [d for d in chosen if d not in ALL_DECISIONS]
+        if unknown or not name or (listed and not chosen):
+            raise ValueError(
+                f"{entry!r}: write tool or tool:decision|decision, decisions among "
+                f"{'|'.join(ALL_DECISIONS)}"
+            )
+        parsed[name] = tuple(cast(list[DecisionType], chosen)) or ALL_DECISIONS
+    return parsed
 
 
 def get_settings() -> Settings:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal, TypedDict, cast
+from typing import Annotated, Any, Literal, cast
 
 from langchain_core.messages import (
     AIMessage,
@@ -18,6 +18,7 @@ from langchain_core.messages import (
 )
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict  # pydantic reads typing.TypedDict only on Python 3.12+
 
 _IDS = uuid.UUID("6f1c2d0e-8a57-4a43-9d36-0e1f3c6a9b21")  # namespace of derived message ids
 # Each step stores only its new messages. A full snapshot of the list would cost as much as the
@@ -33,8 +34,10 @@ def _call_block_end(messages: list[AnyMessage], tool_call_id: str) -> int | None
     """Index just past the AIMessage that made `tool_call_id` and the results that follow it."""
     for i in range(len(messages) - 1, -1, -1):
         message = messages[i]
+        # Calls whose arguments did not parse are sent to providers too, so they count.
         if isinstance(message, AIMessage) and any(
-            call["id"] == tool_call_id for call in message.tool_calls
+            call["id"] == tool_call_id
+            for call in [*message.tool_calls, *message.invalid_tool_calls]
         ):
             end = i + 1
             while end < len(messages) and isinstance(messages[end], ToolMessage):
@@ -149,3 +152,16 @@ class FerryState(TypedDict, total=False):
     """Why the last turn ended; None while it runs."""
     tool_failures: Annotated[dict[str, int], count_failures]
     """Consecutive failures per tool on this thread, for the circuit breaker."""
+
+
+class FerryInput(TypedDict):
+    """What a run takes: the new messages (usually one user message)."""
+
+    messages: list[AnyMessage]
+
+
+class FerryOutput(TypedDict, total=False):
+    """What a run returns: the whole conversation and why the turn ended."""
+
+    messages: list[AnyMessage]
+    stop_reason: StopReason | None

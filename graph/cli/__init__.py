@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 
 from graph.cli.agent import UserError, cmd_ask, cmd_chat, cmd_resume
+from graph.cli.interrupt import exit_now, one_interrupt, quiet_after_interrupt, runs_abandoned
 from graph.cli.threads import cmd_delete, cmd_history, cmd_prune, cmd_threads
 
 
@@ -53,9 +54,25 @@ def build_parser() -> argparse.ArgumentParser:
     decide.add_argument("--reject", metavar="REASON", help="reject every pending call")
     for p in (ask, chat, resume):
         p.add_argument("--model", help="model spec, overriding FERRY_MODEL (e.g. offline)")
+        p.add_argument(
+            "--wait", action="store_true", help="wait for another run on the thread to end"
+        )
     for p in (ask, resume, history, threads, delete, prune):
         p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     return parser
+
+
+def interrupted(args: argparse.Namespace) -> int:
+    """Ctrl-C: one line, exit 130; a run left running is not waited for."""
+    quiet_after_interrupt()
+    thread = getattr(args, "thread", None)
+    runs = args.command in ("ask", "chat", "resume")
+    hint = f"; continue with: ferry resume --thread {thread}" if thread and runs else ""
+    start = "\n" if sys.stderr.isatty() else ""  # after the terminal's ^C
+    sys.stderr.write(f"{start}ferry: interrupted{hint}\n")
+    if runs_abandoned():
+        exit_now(130)
+    return 130
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,12 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "prune" and not (args.keep or args.before):
         parser.error("prune needs --keep N or --before DATE")
     try:
-        return int(args.handler(args))
+        with one_interrupt():
+            return int(args.handler(args))
     except KeyboardInterrupt:
-        thread = getattr(args, "thread", None)
-        hint = f" continue with: ferry resume --thread {thread}" if thread else ""
-        sys.stderr.write(f"\nferry: interrupted.{hint}\n")
-        return 130
+        return interrupted(args)
     except Exception as exc:  # noqa: BLE001 - one clear line, never a traceback
         from graph.log import redact
         from graph.models import ConfigError
@@ -82,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
             # The traceback quotes error messages, and a provider's may quote the key.
             sys.stderr.write(redact(traceback.format_exc()))
             return 1
-        known = isinstance(exc, UserError | ConfigError | StoredValueError)
+        from graph.lease import ThreadBusy
+
+        known = isinstance(exc, UserError | ConfigError | StoredValueError | ThreadBusy)
         from graph.cli.terminal import printable
 
         line = f"ferry: {'' if known else type(exc).__name__ + ': '}{redact(str(exc))}"

@@ -6,10 +6,11 @@ Heavy imports stay inside the functions, so the CLI's start-up (and `--help`) st
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,12 @@ def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryG
     configure_logging(settings)
     model = make_model(settings.model) if need_model else None
     with open_saver(settings) as saver:
-        yield build_graph(model=model, checkpointer=saver, settings=settings)
+        graph = build_graph(model=model, checkpointer=saver, settings=settings)
+        if getattr(args, "wait", False):  # wait for a busy thread instead of failing at once
+            from graph.lease import WAIT_FOR_THREAD
+
+            graph = graph.with_config(configurable={WAIT_FOR_THREAD: True})
+        yield graph
 
 
 def thread_config(thread_id: str) -> RunnableConfig:
@@ -62,52 +68,92 @@ def existing_state(graph: FerryGraph, thread_id: str) -> Any:
     return state
 
 
+_CHOICES = {"approve": "[a]pprove", "edit": "[e]dit", "reject": "[r]eject", "respond": "re[s]pond"}
+_KEYS = {"a": "approve", "e": "edit", "r": "reject", "s": "respond"}
+
+
 def ask_decisions(pending: list[dict[str, Any]]) -> dict[str, Any]:
-    """Ask the person at the terminal to approve, edit or reject each pending call."""
-    decisions: dict[str, Any] = {}
+    """Ask the person at the terminal to decide each pending call; the resume value."""
+    decisions = []
     for call in pending:
-        shown = f"{call['name']}({json.dumps(call['args'], ensure_ascii=False)})"
         if call.get("description"):  # why a guard held it
             sys.stderr.write(printable(call["description"]) + "\n")
-        while True:
-            question = printable(f"approve {shown}? [a]pprove / [e]dit / [r]eject: ")
-            choice = input(question).strip().lower()
-            if choice.startswith("a"):
-                decisions[call["id"]] = {"action": "approve"}
-            elif choice.startswith("r"):
-                reason = input("reason: ").strip()
-                decisions[call["id"]] = {"action": "reject", "reason": reason}
-            elif choice.startswith("e"):
-                try:
-                    args = json.loads(input("new arguments (JSON object): "))
-                except json.JSONDecodeError as exc:
-                    sys.stderr.write(f"not JSON: {exc}\n")
-                    continue
-                if not isinstance(args, dict):
-                    sys.stderr.write("arguments must be a JSON object\n")
-                    continue
-                decisions[call["id"]] = {"action": "edit", "args": args}
-            else:
-                continue
-            break
-    return decisions
+        decision = None
+        while decision is None:
+            decision = _ask_one(call)
+        decisions.append(decision)
+    return {"decisions": decisions}
+
+
+def _ask_one(call: dict[str, Any]) -> dict[str, Any] | None:
+    """One decision on `call`, among those it allows; None to ask again."""
+    allowed = call.get("allowed_decisions") or list(_CHOICES)
+    shown = f"{call['name']}({json.dumps(call['args'], ensure_ascii=False)})"
+    options = " / ".join(_CHOICES[d] for d in _CHOICES if d in allowed)
+    choice = input(printable(f"approve {shown}? {options}: ")).strip().lower()
+    picked = _KEYS.get(choice[:1])
+    if picked not in allowed:
+        return None
+    if picked == "approve":
+        return {"type": "approve"}
+    if picked == "reject":
+        return {"type": "reject", "message": input("reason: ").strip()}
+    if picked == "respond":
+        return {"type": "respond", "message": input("the result to give the model: ")}
+    try:
+        args = json.loads(input("new arguments (JSON object): "))
+    except json.JSONDecodeError as exc:
+        sys.stderr.write(f"not JSON: {exc}\n")
+        return None
+    if not isinstance(args, dict):
+        sys.stderr.write("arguments must be a JSON object\n")
+        return None
+    return {"type": "edit", "edited_action": {"name": call["name"], "args": args}}
+
+
+def resume_all(pending: list[dict[str, Any]], decision: dict[str, Any]) -> dict[str, Any]:
+    """The resume value deciding every pending call alike; a one-line error if one forbids it."""
+    for call in pending:
+        allowed = call.get("allowed_decisions") or list(_CHOICES)
+        if decision["type"] not in allowed:
+            raise UserError(
+                f"tool call {call['id']} ({call['name']}) does not allow {decision['type']}: "
+                f"FERRY_APPROVE_TOOLS allows {'|'.join(allowed)} for {call['name']}"
+            )
+    return {"decisions": [decision] * len(pending)}
+
+
+def _nothing() -> None:
+    """Announce nothing."""
 
 
 def run_to_stop(graph: FerryGraph, graph_input: Any, thread_id: str, as_json: bool) -> int:
     """Run to the answer, a guard's stop, or a pause for approval, and report it."""
     from langgraph.types import Command
 
-    from graph.cli.render import Progress, RunSummary, json_report, pending_approvals_of, stream_run
+    from graph.cli.render import (
+        Progress,
+        RunSummary,
+        announce_resumed_calls,
+        json_report,
+        pending_approvals_of,
+        stream_run,
+    )
     from graph.nodes import CAN_APPROVE
 
     config = thread_config(thread_id)
     progress = Progress(out=None if as_json else sys.stdout)
     summary = RunSummary()
+    on_start: Callable[[], None] = _nothing
+    if graph_input is None or isinstance(graph_input, Command):
+        before, decided = graph.get_state(config), isinstance(graph_input, Command)
+        on_start = functools.partial(announce_resumed_calls, before, progress, decided=decided)
     interactive = not as_json and sys.stdin.isatty()
     # A decision passed with the command is a person's; otherwise only a terminal can give one.
     config["configurable"][CAN_APPROVE] = interactive or isinstance(graph_input, Command)
     while True:
-        stream_run(graph, graph_input, config, progress, summary)
+        stream_run(graph, graph_input, config, progress, summary, on_start)
+        on_start = _nothing  # announced once, before the first run
         state = graph.get_state(config)
         pending = pending_approvals_of(state)
         if not (pending and interactive):
@@ -146,10 +192,25 @@ def cmd_chat(args: argparse.Namespace) -> int:
             except EOFError:
                 sys.stderr.write("\n")
                 return 0
+            except KeyboardInterrupt:  # at the idle prompt: nothing runs, nothing to resume
+                if sys.stderr.isatty():
+                    sys.stderr.write("\n")
+                return 0
             if question in ("exit", "quit"):
                 return 0
             if question:
                 run_to_stop(graph, {"messages": [("user", question)]}, thread_id, as_json=False)
+
+
+def has_unfinished_run(state: Any) -> bool:
+    """Whether `resume` has work: an unfinished turn in the stored messages, or a paused run.
+
+    `state.next` alone is empty after Ctrl-C or a kill mid-step, although the turn is not done.
+    """
+    from graph.cli.render import pending_approvals_of
+    from graph.lifecycle import continuation
+
+    return continuation(state) is not None or bool(state.next) or bool(pending_approvals_of(state))
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -161,15 +222,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
     with open_graph(args, need_model=True) as graph:
         state = existing_state(graph, args.thread)
         if args.approve or args.reject is not None:
-            if not pending_approvals_of(state):
+            pending = pending_approvals_of(state)
+            if not pending:
                 raise UserError(f"thread {args.thread!r} has no tool calls awaiting approval")
             decision = (
-                {"action": "approve"}
-                if args.approve
-                else {"action": "reject", "reason": args.reject}
+                {"type": "approve"} if args.approve else {"type": "reject", "message": args.reject}
             )
-            return run_to_stop(graph, Command(resume=decision), args.thread, args.json)
-        if not state.next:
+            resume = resume_all(pending, decision)
+            return run_to_stop(graph, Command(resume=resume), args.thread, args.json)
+        if not has_unfinished_run(state):
             if args.json:
                 values = state.values
                 print_json(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO, cast
 
@@ -12,8 +13,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StreamMode
 
+from graph.cli.interrupt import run_in_background
 from graph.cli.terminal import printable
-from graph.guards import token_usage
+from graph.guards import token_usage, unanswered_calls
+from graph.hitl import awaiting
 from graph.nodes import RunContext
 
 
@@ -38,14 +41,17 @@ class Progress:
             self.out.flush()
             self.printed_answer = True
 
+    def end_answer(self) -> None:
+        """End the line of a streamed answer, if one is open."""
+        if self.printed_answer and self.out:
+            self.out.write("\n")
+            self.out.flush()
+            self.printed_answer = False
+
     def note(self, line: str) -> None:
         """Print a progress line (a tool call starting or ending)."""
         if self.err:
-            # A tool line must not land in the middle of a streamed sentence.
-            if self.printed_answer and self.out:
-                self.out.write("\n")
-                self.out.flush()
-                self.printed_answer = False
+            self.end_answer()  # a tool line must not land in the middle of a streamed sentence
             self.err.write(printable(line) + "\n")
             self.err.flush()
 
@@ -91,23 +97,58 @@ def stream_run(
     config: RunnableConfig,
     progress: Progress,
     summary: RunSummary,
+    on_start: Callable[[], None] = lambda: None,
 ) -> None:
-    """Run the graph to its next stop, streaming answer tokens and tool progress into `summary`."""
+    """Run the graph to its next stop, streaming answer tokens and tool progress into `summary`.
+
+    `on_start` runs when the first event arrives: the run then holds its thread, so a run
+    refused as busy prints its one line and nothing else.
+    """
     modes: list[StreamMode] = ["messages", "updates"]  # a list: a tuple is not read as modes
-    events = graph.stream(graph_input, config, stream_mode=modes, context=RunContext())
-    for event in events:
+    # In a thread of its own, so Ctrl-C stops the CLI at once instead of waiting for the run.
+    events = run_in_background(
+        lambda: graph.stream(graph_input, config, stream_mode=modes, context=RunContext())
+    )
+    streaming = None  # the id of the reply whose tokens are being printed
+    for index, event in enumerate(events):
+        if index == 0:
+            on_start()
         mode, chunk = cast(tuple[str, Any], event)  # with several modes, events are pairs
         if mode == "messages":
             message, _meta = chunk
             if isinstance(message, AIMessageChunk | AIMessage):
+                if streaming not in (None, message.id):
+                    # A second reply in the same model step: the first was cut short, dropped
+                    # and asked for again (graph/nodes.py); say so rather than run them together.
+                    progress.note("(the reply was cut short; asking the model again)")
+                streaming = message.id
                 progress.token(message.text)
-        elif not chunk.get("__metadata__", {}).get("cached"):  # replays of pre-crash results
+            continue
+        streaming = None
+        if not chunk.get("__metadata__", {}).get("cached"):  # replays of pre-crash results
             for node, update in chunk.items():
                 if isinstance(update, dict):
                     _record(node, update, summary, progress)
-    if progress.printed_answer and progress.out:
-        progress.out.write("\n")
-        progress.printed_answer = False
+    progress.end_answer()
+
+
+def announce_resumed_calls(state: Any, progress: Progress, *, decided: bool) -> None:
+    """Show the calls a resumed run is about to run, as `ask` shows them when the model asks.
+
+    Not those whose results were stored before the interruption (they are replayed), nor,
+    unless a decision came with the resume, those still awaiting approval.
+    """
+    finished = {
+        message.tool_call_id
+        for task in state.tasks
+        if isinstance(task.result, dict)
+        for message in task.result.get("messages", [])
+        if isinstance(message, ToolMessage)
+    }
+    held = set() if decided else {call["id"] for call in pending_approvals_of(state)}
+    for call in unanswered_calls(state.values.get("messages") or []):
+        if call["id"] not in finished | held:
+            progress.note(f"→ {call['name']}({_args(call['args'])})")
 
 
 def answer_of(messages: list[BaseMessage]) -> str:
@@ -120,12 +161,7 @@ def answer_of(messages: list[BaseMessage]) -> str:
 
 def pending_approvals_of(state: Any) -> list[dict[str, Any]]:
     """Tool calls the run is paused on, waiting for a person's decision."""
-    return [
-        call
-        for pause in getattr(state, "interrupts", ())
-        if isinstance(pause.value, dict)
-        for call in pause.value.get("pending_approvals", [])
-    ]
+    return [call for pause in getattr(state, "interrupts", ()) for call in awaiting(pause.value)]
 
 
 def json_report(
@@ -160,5 +196,6 @@ def json_report(
     }
     if pending:
         report["answer"] = ""
-        report["pending_approvals"] = pending
+        shown = ("id", "name", "args", "description")
+        report["pending_approvals"] = [{k: p[k] for k in shown if k in p} for p in pending]
     return report

@@ -22,10 +22,20 @@ from graph.settings import get_settings
 from graph.storage.allowlist import NamesThreadOnRefusal
 from graph.storage.serde import FerrySerializer, serializer
 from graph.storage.sqlite import OPENING_STATEMENTS, FerrySaver, connect
+from graph.storage.started import RecordsStartsOnItsLoop
 
 
-class AsyncFerrySaver(NamesThreadOnRefusal, AsyncSqliteSaver):
+class AsyncFerrySaver(RecordsStartsOnItsLoop, NamesThreadOnRefusal, AsyncSqliteSaver):
     """The async saver on `FERRY_DB`: what it writes `FerrySaver` reads, and the other way round."""
+
+    async def afirst_start(self, thread_id: str, tool_call_id: str) -> bool:
+        """Record that a call is starting; False if it had started before."""
+        async with self.lock:
+            cursor = await self.conn.execute(
+                "INSERT OR IGNORE INTO ferry_started_calls VALUES (?, ?)", (thread_id, tool_call_id)
+            )
+            await self.conn.commit()
+            return cursor.rowcount == 1
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune as `FerrySaver.prune` does (what `langgraph.json`'s `checkpointer.ttl` runs)."""

@@ -11,6 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+
+# The `configurable` key under which LangGraph hands each task its run's checkpointer (private
+# constant of `langgraph._internal`). The graph `langgraph.json` serves is compiled without one
+# and the server supplies its own per run, so a node finds the saver that records started
+# calls only here (`run_checkpointer`).
+from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.checkpoint.base import DeltaChannelHistory
 
 # The msgpack extension codes of LangGraph's serializer (private constants of `jsonplus`).
@@ -44,6 +51,7 @@ __all__ = [
     "EXT_METHOD_SINGLE_ARG",
     "EXT_PYDANTIC_V2",
     "SNAPSHOT_COUNTERS",
+    "CONFIG_KEY_CHECKPOINTER",
     "DeltaChannelHistory",
     "DeltaSnapshot",
     "build_delta_channels_writes_history",
@@ -86,3 +94,8 @@ def snapshot_value(seed: Any) -> list[Any]:
     if isinstance(seed, DeltaSnapshot):
         return list(seed.value)
     return list(seed or [])
+
+
+def run_checkpointer(config: RunnableConfig) -> Any:
+    """The checkpointer of the run a node's `config` belongs to, or None (private key)."""
+    return config.get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER)

@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager, contextmanager
 from graph.settings import ConfigError
 from graph.storage.allowlist import NamesThreadOnRefusal
 from graph.storage.serde import serializer
+from graph.storage.started import RecordsStartsOnItsLoop
 
 try:
     import psycopg
@@ -155,8 +156,17 @@ def open_postgres_saver(url: str) -> Iterator[FerryPostgresSaver]:
             conn.close()
 
 
-class AsyncFerryPostgresSaver(NamesThreadOnRefusal, AsyncPostgresSaver):
+class AsyncFerryPostgresSaver(RecordsStartsOnItsLoop, NamesThreadOnRefusal, AsyncPostgresSaver):
     """LangGraph's async Postgres saver, for the server; a refused value names its thread."""
+
+    async def afirst_start(self, thread_id: str, tool_call_id: str) -> bool:
+        """Record that a call is starting; False if it had started before."""
+        async with self._cursor() as cur:
+            await cur.execute(
+                "INSERT INTO ferry_started_calls VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                (thread_id, tool_call_id),
+            )
+            return cur.rowcount == 1
 
 
 def postgres_saver(url: str) -> FerryPostgresSaver:

@@ -156,17 +156,19 @@ def test_approve_mode_holds_the_search_and_a_rejection_keeps_the_secret(
     graph = make(model, "approve")
     paused = graph.invoke({"messages": [("user", QUESTION)]}, CONFIG)
 
-    [pending] = paused["__interrupt__"][0].value["pending_approvals"]
+    [pending] = paused["__interrupt__"][0].value["action_requests"]
     call = paused["messages"][-1].tool_calls[0]
-    assert pending["id"] == call["id"] and pending["name"] == "web_search"
+    assert pending["tool_call_id"] == call["id"] and pending["name"] == "web_search"
     assert pending["args"] == call["args"]
     assert pending["description"].startswith(
         "Held by the exfiltration guard: web_search would send text that read_file(notes.txt) "
         "returned earlier"
     )
+    assert pending["description"].endswith(f"\nTool call id: {call['id']}")
     assert searched(tavily) == ["ferry timetables"]
 
-    result = graph.invoke(Command(resume={"action": "reject", "reason": "private"}), CONFIG)
+    decisions = {"decisions": [{"type": "reject", "message": "private"}]}
+    result = graph.invoke(Command(resume=decisions), CONFIG)
     messages = result["messages"]
     assert shape(messages) == [*UP_TO_THE_EXFILTRATION, ("tool", "web_search:error"), ("ai", "")]
     assert "declined this call (private)" in messages[6].content

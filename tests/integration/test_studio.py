@@ -7,17 +7,31 @@ offline planner and the weather comes from a loopback Open-Meteo, so nothing lea
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from langchain.agents.middleware.human_in_the_loop import (
+    ApproveDecision,
+    Decision,
+    EditDecision,
+    HITLRequest,
+    HITLResponse,
+    RespondDecision,
+    ReviewConfig,
+)
 from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import BadRequestError
+from pydantic import TypeAdapter
 
+from graph.lease import thread_lease
+from graph.settings import Settings
+from graph.storage import sqlite_saver
 from tests.support.cli_helpers import (
     UUID4,
     Ferry,
@@ -93,13 +107,25 @@ def types(messages: list[dict[str, Any]]) -> list[str]:
     return [m["type"] for m in messages]
 
 
+@contextlib.contextmanager
+def held_lease(db: Path, thread_id: str) -> Iterator[None]:
+    """Hold the thread's lease from this process, as a `ferry` run would."""
+    saver = sqlite_saver(db)
+    try:
+        with thread_lease(saver, {"configurable": {"thread_id": thread_id}}, Settings(db=db)):
+            yield
+    finally:
+        saver.conn.close()
+
+
 # --- Studio → CLI ----------------------------------------------------------------------------
 
 
 def test_a_thread_run_through_the_server_continues_in_the_cli(
     cli: Ferry, tmp_path: Path, env: dict[str, str]
 ) -> None:
-    with langgraph_dev(tmp_path, env) as client:
+    busy = ("graph.lease.ThreadBusy",)  # provoked below, logged with a traceback by the server
+    with langgraph_dev(tmp_path, env, expected_errors=busy) as client:
         thread_id = client.threads.create()["thread_id"]
         parts = list(
             client.runs.stream(
@@ -152,6 +178,11 @@ def test_a_thread_run_through_the_server_continues_in_the_cli(
         # The server reads the CLI's turn and continues after it.
         assert types(server_messages(client, thread_id))[-4:] == ["human", "ai", "tool", "ai"]
         assert ask_server(client, thread_id, "What is 3 * 3?") == "3 * 3 = 9"
+
+        # Server runs take the thread's lease too: while a CLI run holds it, one is refused.
+        with held_lease(tmp_path / "ferry.db", thread_id):
+            with pytest.raises(Exception, match=f"ThreadBusy: thread {thread_id} is busy"):
+                ask_server(client, thread_id, "What is 1 + 1?")
     stored = history(thread_id, env=env, cwd=tmp_path, run=cli)
     answers = [m["content"] for m in stored if m["role"] == "assistant" and m["content"]]
     assert answers == [answer, "2 + 2 = 4", "10 * 5 = 50", "3 * 3 = 9"]
@@ -220,12 +251,14 @@ def test_threads_of_another_database_are_dropped_at_start_up(
 
 
 def assert_a_client_result_is_refused(
-    client: SyncLangGraphClient, thread_id: str, pending: dict[str, Any]
+    client: SyncLangGraphClient, thread_id: str, pause: HITLRequest
 ) -> None:
     """What agent-chat-ui sends when the user types during a pause is refused; still paused."""
-    forged = {"type": "tool", "tool_call_id": pending["id"], "name": pending["name"],
+    [asked] = pause["action_requests"]
+    call_id = cast(dict[str, Any], asked)["tool_call_id"]
+    forged = {"type": "tool", "tool_call_id": call_id, "name": asked["name"],
               "content": "Successfully handled tool call.", "id": "do-not-render-1"}  # fmt: skip
-    awaiting = f"tool call {pending['id']} ({pending['name']}) is awaiting approval"
+    awaiting = f"tool call {call_id} ({asked['name']}) is awaiting approval"
     with pytest.raises(Exception, match=re.escape(f"ClientToolResultError: {awaiting}")):
         client.runs.wait(
             thread_id,
@@ -234,31 +267,84 @@ def assert_a_client_result_is_refused(
         )
     with pytest.raises(BadRequestError, match=re.escape(awaiting)):
         client.threads.update_state(thread_id, {"messages": [forged]})
+    assert pauses(client, thread_id) == [pause]
     state = client.threads.get_state(thread_id)
     assert state["next"] == ["check"]
     assert isinstance(state["values"], dict)
     assert types(state["values"]["messages"]) == ["human", "ai"]
-    pauses = [i["value"] for task in state["tasks"] for i in task["interrupts"]]
-    assert [p["pending_approvals"] for p in pauses] == [[pending]]
 
 
-def test_an_approval_pause_shows_in_the_server_and_is_decided_there_or_in_the_cli(
+def pauses(client: SyncLangGraphClient, thread_id: str) -> list[Any]:
+    state = client.threads.get_state(thread_id)
+    return [i["value"] for task in state["tasks"] for i in task["interrupts"]]
+
+
+def resume(client: SyncLangGraphClient, thread_id: str, *decisions: Decision) -> Any:
+    """Resume as agent-chat-ui does: `{"decisions": [...]}`, one per call, in order."""
+    answer = HITLResponse(decisions=list(decisions))
+    return client.runs.wait(thread_id, "agent", command={"resume": answer})
+
+
+def test_studio_shows_the_schemas_and_decides_approvals_in_langchains_format(
     cli: Ferry, tmp_path: Path, env: dict[str, str]
 ) -> None:
-    env = {**env, "FERRY_APPROVE_TOOLS": "calculator"}
+    env = {**env, "FERRY_APPROVE_TOOLS": "calculator:approve|reject|respond"}
     question = {"messages": [{"role": "user", "content": "What is 150 * 3?"}]}
     refused = ("graph.provenance.ClientToolResultError",)  # logged with a traceback by the server
     with langgraph_dev(tmp_path, env, expected_errors=refused) as client:
+        [assistant] = client.assistants.search(graph_id="agent")
+        schemas = client.assistants.get_schemas(assistant["assistant_id"])
+        assert list(schemas["input_schema"]["properties"]) == ["messages"]
+        assert list(schemas["output_schema"]["properties"]) == ["messages", "stop_reason"]
+        assert list(schemas["state_schema"]["properties"]) == [
+            "messages", "stop_reason", "tool_failures"
+        ]  # fmt: skip
+        assert list(schemas["context_schema"]["properties"]) == ["run_id"]
+
         thread_id = client.threads.create()["thread_id"]
         client.runs.wait(thread_id, "agent", input=question)
-        state = client.threads.get_state(thread_id)
-        pauses = [i["value"] for task in state["tasks"] for i in task["interrupts"]]
-        assert [p["pending_approvals"][0]["name"] for p in pauses] == ["calculator"]
-        assert pauses[0]["pending_approvals"][0]["args"] == {"expression": "150 * 3"}
-        assert_a_client_result_is_refused(client, thread_id, pauses[0]["pending_approvals"][0])
-        values = client.runs.wait(thread_id, "agent", command={"resume": {"action": "approve"}})
+        [pause] = pauses(client, thread_id)
+        TypeAdapter(HITLRequest).validate_python(pause)  # the middleware's own type accepts it
+        [asked] = pause["action_requests"]
+        call_id = asked["tool_call_id"]
+        assert (asked["name"], asked["args"]) == ("calculator", {"expression": "150 * 3"})
+        assert asked["description"] == (
+            "Tool execution requires approval\n\nTool: calculator\n"
+            f'Args: {{"expression": "150 * 3"}}\nTool call id: {call_id}'
+        )
+        allowed: list[Any] = ["approve", "reject", "respond"]
+        assert pause["review_configs"] == [
+            ReviewConfig(action_name="calculator", allowed_decisions=allowed)
+        ]
+        assert_a_client_result_is_refused(client, thread_id, pause)
+
+        # A decision the configuration does not allow: refused, nothing ran, still paused.
+        edit = EditDecision(
+            type="edit", edited_action={"name": "calculator", "args": {"expression": "1 + 1"}}
+        )
+        again = resume(client, thread_id, edit)
+        assert isinstance(again, dict) and again["__interrupt__"]
+        [pause] = pauses(client, thread_id)
+        assert pause["action_requests"][0]["description"].startswith(
+            f"Refused: tool call {call_id} (calculator): 'edit' is not allowed for calculator, "
+            "only approve|reject|respond (FERRY_APPROVE_TOOLS). Nothing ran; decide again."
+        )
+        assert types(client.threads.get_state(thread_id)["values"]["messages"]) == ["human", "ai"]
+
+        values = resume(client, thread_id, ApproveDecision(type="approve"))
         assert isinstance(values, dict) and values["stop_reason"] == "answered"
         assert values["messages"][-1]["content"] == "150 * 3 = 450"
+        assert sorted(values) == ["messages", "stop_reason"]  # the output schema's keys
+
+        responded = client.threads.create()["thread_id"]
+        client.runs.wait(responded, "agent", input=question)
+        values = resume(client, responded, RespondDecision(type="respond", message="about 450"))
+        assert isinstance(values, dict) and values["stop_reason"] == "answered"
+        result = values["messages"][2]
+        assert (result["type"], result["status"], result["content"]) == (
+            "tool", "success", "about 450"
+        )  # fmt: skip
+
         # The same pause, made by the server, decided from the CLI.
         second = client.threads.create()["thread_id"]
         client.runs.wait(second, "agent", input=question)

@@ -140,7 +140,12 @@ def test_connection_refused(monkeypatch: pytest.MonkeyPatch, fast_faults: None) 
     assert re.search(r"after [1-4] attempts?; it may be down or unreachable\.$", message)
 
 
-def test_timeout_is_retried_then_reported(openmeteo: OpenMeteoServer, fast_faults: None) -> None:
+def test_timeout_is_retried_then_reported(
+    openmeteo: OpenMeteoServer, fast_faults: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A budget that always leaves room for a second attempt (0.5 s timeout + at most 1 s of
+    # jittered backoff): with less, a busy machine decides by luck whether it is made.
+    monkeypatch.setenv("FERRY_HTTP_RETRY_TOTAL_S", "3")
     openmeteo.fail_next(Reply(200, {}, delay_s=1.0), times=10)
     started = time.monotonic()
     message = failure()

@@ -72,7 +72,7 @@ def assert_still_pending(graph: Any) -> None:
     assert [type(m) for m in state.values["messages"]] == [HumanMessage, AIMessage]
     assert state.next == ("check",)
     [pause] = state.interrupts
-    assert [p["id"] for p in pause.value["pending_approvals"]] == ["call_1"]
+    assert [p["tool_call_id"] for p in pause.value["action_requests"]] == ["call_1"]
     assert RUNS == []
 
 

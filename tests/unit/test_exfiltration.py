@@ -153,5 +153,5 @@ def test_the_terminal_prompt_shows_why_a_call_is_held(
     monkeypatch.setattr("builtins.input", lambda prompt="": "r")
     why = "Held by the exfiltration guard: web_search would send text that read_file(notes.txt)"
     pending = [{"id": "s1", "name": "web_search", "args": {"query": "x"}, "description": why}]
-    assert ask_decisions(pending) == {"s1": {"action": "reject", "reason": "r"}}
+    assert ask_decisions(pending) == {"decisions": [{"type": "reject", "message": "r"}]}
     assert capsys.readouterr().err == why + "\n"

@@ -116,3 +116,30 @@ def test_the_servers_versions_sort_after_ferrys() -> None:
     ours = compact_version(41)
     theirs = f"{int(ours.split('.')[0]) + 1:032}.{0.5:.16f}"
     assert max(ours, theirs) == theirs > ours
+
+
+def test_a_node_finds_its_runs_checkpointer_in_its_config() -> None:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    class State(TypedDict):
+        n: int
+
+    seen: list[Any] = []
+
+    def node(state: State, config: RunnableConfig) -> dict[str, Any]:
+        seen.append(internals.run_checkpointer(config))
+        return {"n": state["n"] + 1}
+
+    builder = StateGraph(State)
+    builder.add_node("node", node)
+    builder.set_entry_point("node")
+    saver = InMemorySaver()
+    unsaved = builder.compile()  # as langgraph.json's graph: the server adds its saver per run
+    unsaved.copy(update={"checkpointer": saver}).invoke(
+        {"n": 0}, {"configurable": {"thread_id": "t"}}
+    )
+    assert seen == [saver], (
+        "LangGraph no longer hands a node its run's checkpointer under "
+        f"config['configurable'][{internals.CONFIG_KEY_CHECKPOINTER!r}]"
+    )

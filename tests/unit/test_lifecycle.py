@@ -28,3 +28,17 @@ ANSWER = AIMessage("2", id="a2")
 )
 def test_unfinished_turn(messages: list[BaseMessage], unfinished: bool) -> None:
     assert unfinished_turn(messages) is unfinished
+
+
+def test_an_answer_never_checked_is_sent_to_check() -> None:
+    from langgraph.types import StateSnapshot
+
+    from graph.lifecycle import continuation
+
+    def snapshot(stop_reason: str | None) -> StateSnapshot:
+        values = {"messages": [ASKED, ANSWER], "stop_reason": stop_reason}
+        return StateSnapshot(values, (), {}, {}, None, None, (), ())
+
+    unchecked = continuation(snapshot(None))
+    assert unchecked is not None and unchecked.goto == "check"
+    assert continuation(snapshot("answered")) is None

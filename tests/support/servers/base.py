@@ -36,6 +36,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     chunks: list[bytes] | None = None  # streamed as they are, e.g. server-sent events
+    chunk_delay_s: float = 0.0  # a pause before each chunk: a slow stream
 
 
 class LoopbackServer:
@@ -109,6 +110,8 @@ class LoopbackServer:
             handler.send_header("Connection", "close")
             handler.end_headers()
             for chunk in reply.chunks:
+                if reply.chunk_delay_s:
+                    time.sleep(reply.chunk_delay_s)
                 handler.wfile.write(chunk)
                 handler.wfile.flush()
             handler.close_connection = True

@@ -6,6 +6,9 @@
 
 A step is `openai_answer(...)`, `openai_tool_calls(...)`, a `Reply` sent as it is, or a callable
 `(request_json) -> step`. A request the real API would reject gets its 400 and plays no step.
+A tool call's arguments may be a string, sent as it is (broken JSON, say); `cut_stream(step, n)`
+closes a streamed reply cleanly after `n` characters of text and arguments, with no finish reason;
+`slow_stream(step, s)` pauses `s` seconds before each streamed chunk.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from tests.support.servers.base import Reply, Request
 from tests.support.servers.scripted import ScriptedServer
 
 Step = dict[str, Any] | Reply | Callable[[dict[str, Any]], Any]
-ToolCallSpec = tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str]
+Arguments = dict[str, Any] | str  # a string is sent as it is, valid JSON or not
+ToolCallSpec = tuple[str, Arguments] | tuple[str, Arguments, str]
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
 
@@ -31,6 +35,16 @@ def openai_answer(text: str, usage: tuple[int, int] | None = None) -> dict[str, 
 def openai_tool_calls(*calls: ToolCallSpec, usage: tuple[int, int] | None = None) -> dict[str, Any]:
     """A turn calling tools, each `(name, args)` or `(name, args, call_id)`."""
     return {"content": None, "tool_calls": list(calls), "usage": usage}
+
+
+def cut_stream(step: dict[str, Any], after: int) -> dict[str, Any]:
+    """`step`, streamed until `after` characters of text and arguments, then the stream ends."""
+    return {**step, "cut_after": after}
+
+
+def slow_stream(step: dict[str, Any], chunk_delay_s: float) -> dict[str, Any]:
+    """`step`, streamed with a pause of `chunk_delay_s` before each chunk."""
+    return {**step, "chunk_delay_s": chunk_delay_s}
 
 
 def _error(message: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
@@ -74,7 +88,10 @@ class OpenAIServer(ScriptedServer):
             {
                 "id": spec[2] if len(spec) > 2 else f"call_{number}_{i}",
                 "type": "function",
-                "function": {"name": spec[0], "arguments": json.dumps(spec[1])},
+                "function": {
+                    "name": spec[0],
+                    "arguments": spec[1] if isinstance(spec[1], str) else json.dumps(spec[1]),
+                },
             }
             for i, spec in enumerate(step["tool_calls"], start=1)
         ]
@@ -92,7 +109,8 @@ class OpenAIServer(ScriptedServer):
         if body.get("stream"):
             if not (body.get("stream_options") or {}).get("include_usage"):
                 usage = {}
-            return Reply(chunks=_events(head, content, calls, finish, usage))
+            events = _events(head, content, calls, finish, usage, step.get("cut_after"))
+            return Reply(chunks=events, chunk_delay_s=step.get("chunk_delay_s", 0.0))
         message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
         if calls:
             message["tool_calls"] = calls
@@ -108,22 +126,39 @@ def _events(
     calls: list[dict[str, Any]],
     finish: str,
     usage: dict[str, int],
+    cut_after: int | None = None,
 ) -> list[bytes]:
-    """Server-sent events for one completion, cut the way OpenAI cuts them."""
+    """Server-sent events for one completion, cut the way OpenAI cuts them.
+
+    With `cut_after`, the events stop once that many characters of text and arguments were
+    sent: no finish reason, no usage, no `[DONE]`, as when a connection closes mid-reply.
+    """
 
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
         extra = {"usage": None} if usage else {}
         return {**head, "object": "chat.completion.chunk", "choices": [choice], **extra}
 
+    budget = [cut_after if cut_after is not None else -1]
+
+    def pieces(text: str) -> list[str]:
+        if budget[0] < 0:
+            return _pieces(text)
+        kept, budget[0] = text[: budget[0]], max(0, budget[0] - len(text))
+        return _pieces(kept)
+
     chunks = [chunk({"role": "assistant", "content": "", "refusal": None})]
-    chunks += [chunk({"content": piece}) for piece in _pieces(content or "")]
+    chunks += [chunk({"content": piece}) for piece in pieces(content or "")]
     for index, call in enumerate(calls):
+        if budget[0] == 0:
+            break
         opening = {**call, "index": index, "function": {**call["function"], "arguments": ""}}
         chunks.append(chunk({"tool_calls": [opening]}))
-        for piece in _pieces(call["function"]["arguments"]):
+        for piece in pieces(call["function"]["arguments"]):
             piece_delta = {"index": index, "function": {"arguments": piece}}
             chunks.append(chunk({"tool_calls": [piece_delta]}))
+    if cut_after is not None:
+        return [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
     chunks.append(chunk({}, finish))
     if usage:
         chunks.append({**head, "object": "chat.completion.chunk", "choices": [], "usage": usage})

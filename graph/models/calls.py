@@ -1,0 +1,91 @@
+"""One model call within the time a run has left, and what a complete reply looks like."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables.config import merge_configs
+
+from graph.execution import ToolTimeout, run_with_timeout
+
+# Each provider's field that a complete reply always carries, streamed or not.
+_END_FIELDS = {"openai": "finish_reason", "anthropic": "stop_reason"}
+# Their clients take a per-request `timeout` through the call's keyword arguments.
+_TIMEOUT_PACKAGES = ("langchain_openai", "langchain_anthropic")
+
+
+class ModelTimeout(Exception):
+    """The model did not reply in the time the run had left."""
+
+
+class ReplyCutShort(Exception):
+    """The model's reply stopped before its end, again when asked once more."""
+
+
+def cut_short(reply: AIMessage) -> bool:
+    """Whether the provider's stream ended before the reply did (no finish reason).
+
+    A connection closed cleanly mid-stream leaves a well-formed but partial reply: text cut
+    mid-sentence, tool arguments that LangChain's partial-JSON parser "repairs" into a cut
+    value. Only the final chunk carries the finish reason, so its absence is the sign.
+    """
+    field = _END_FIELDS.get(str(reply.response_metadata.get("model_provider")))
+    return field is not None and not reply.response_metadata.get(field)
+
+
+class _Abandoned(BaseException):
+    """Raised inside an abandoned call; a BaseException so no handler on the way logs it."""
+
+
+class _Deadline(BaseCallbackHandler):
+    """Stops an abandoned streaming call at its next chunk instead of letting it run on."""
+
+    def __init__(self) -> None:
+        self.passed = threading.Event()
+
+    def on_llm_new_token(self, token: Any, **kwargs: Any) -> None:
+        if self.passed.is_set():
+            raise _Abandoned
+
+
+def _request_options(model: Runnable[Any, Any], seconds: float) -> dict[str, Any]:
+    """Per-call keyword arguments that bound each HTTP request to `seconds`, where supported."""
+    inner = getattr(model, "bound", model)
+    if type(inner).__module__.split(".")[0] not in _TIMEOUT_PACKAGES:
+        return {}
+    # The model's own timeout (ChatOpenAI's `request_timeout`, ChatAnthropic's
+    # `default_request_timeout`) still holds when it is shorter than the time left.
+    own = getattr(inner, "request_timeout", None) or getattr(inner, "default_request_timeout", None)
+    if isinstance(own, int | float) and own > 0:
+        seconds = min(seconds, float(own))
+    return {"timeout": max(seconds, 0.1)}
+
+
+def invoke_within(
+    model: Runnable[Any, Any],
+    messages: Sequence[BaseMessage],
+    config: RunnableConfig,
+    seconds: float,
+) -> AIMessage:
+    """Ask `model` for a reply, giving up after `seconds` whatever the provider does.
+
+    The request's own timeout is the time left, so a hung server frees the call soon after;
+    a reply that keeps streaming (a huge argument, slowly) is stopped at its next chunk.
+
+    Raises:
+        ModelTimeout: No reply within `seconds`; the call is abandoned.
+    """
+    deadline = _Deadline()
+    bound = model.bind(**_request_options(model, seconds))
+    call_config = merge_configs(config, {"callbacks": [deadline]})
+    try:
+        reply: AIMessage = run_with_timeout(lambda: bound.invoke(messages, call_config), seconds)
+    except ToolTimeout as exc:
+        deadline.passed.set()
+        raise ModelTimeout from exc
+    return reply

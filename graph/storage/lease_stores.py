@@ -1,0 +1,40 @@
+"""Which lease store a saver's thread lives in: SQLite's `ferry_leases` or Postgres locks."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from graph.storage.allowlist import NamesThreadOnRefusal
+from graph.storage.leases import LeaseStore, SqliteLeases, sqlite_file
+from graph.storage.sqlite import FerrySaver
+
+
+def leases_for(saver: object, timeout_s: float, *, holder: str) -> LeaseStore | None:
+    """The lease store of a synchronous Ferry saver; None for other savers or in memory."""
+    if isinstance(saver, FerrySaver):
+        with saver.lock:
+            path = sqlite_file(saver.conn)
+        return None if path is None else SqliteLeases(path, timeout_s, holder=holder)
+    # Only a process that opened Postgres has its module loaded (importing it needs psycopg).
+    if isinstance(saver, NamesThreadOnRefusal) and "graph.storage.postgres" in sys.modules:
+        from graph.storage.pg_leases import PostgresLeases, conninfo_of
+
+        info = conninfo_of(saver)
+        return None if info is None else PostgresLeases(info, timeout_s)
+    return None
+
+
+async def aleases_for(saver: object, timeout_s: float, *, holder: str) -> LeaseStore | None:
+    """The lease store of any Ferry saver, the server's async ones included."""
+    # The LangGraph server hands runs its checkpointer wrapped in an adapter that keeps the
+    # saver `langgraph.json` names as `_inner` (tests/integration/test_studio.py covers it).
+    saver = getattr(saver, "_inner", saver)
+    conn = getattr(saver, "conn", None)
+    if isinstance(saver, NamesThreadOnRefusal) and hasattr(conn, "execute_fetchall"):
+        # The server's aiosqlite saver: the lease opens its own connection on the same file.
+        rows = await conn.execute_fetchall("PRAGMA database_list")  # type: ignore[union-attr]  # checked just above
+        path = next((Path(row[2]) for row in rows if row[1] == "main" and row[2]), None)
+        return None if path is None else SqliteLeases(path, timeout_s, holder=holder)
+    return await asyncio.to_thread(leases_for, saver, timeout_s, holder=holder)

@@ -1,0 +1,90 @@
+"""The CLI's run reader: events in order, the run's errors raised in the caller, Ctrl-C once."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from graph.cli.agent import has_unfinished_run
+from graph.cli.interrupt import one_interrupt, run_in_background, runs_abandoned
+
+
+def test_events_arrive_in_order_from_another_thread() -> None:
+    threads: list[str] = []
+
+    def produce() -> Iterator[int]:
+        threads.append(threading.current_thread().name)
+        yield from range(5)
+
+    assert list(run_in_background(produce)) == [0, 1, 2, 3, 4]
+    assert threads == ["ferry-run"]
+    assert not runs_abandoned()
+
+
+def test_the_runs_error_is_raised_in_the_reader() -> None:
+    def produce() -> Iterator[int]:
+        yield 1
+        raise ValueError("provider said no")
+
+    events = run_in_background(produce)
+    assert next(events) == 1
+    with pytest.raises(ValueError, match="provider said no"):
+        next(events)
+
+
+@pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(),
+    reason="signal handlers can be set only in the main thread",
+)
+def test_only_the_first_ctrl_c_interrupts() -> None:
+    with one_interrupt():
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)  # ignored: no second KeyboardInterrupt
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def _state(*messages: object, next: tuple[str, ...] = ()) -> SimpleNamespace:
+    values = {"messages": list(messages), "stop_reason": "answered"}
+    return SimpleNamespace(values=values, next=next, tasks=(), interrupts=())
+
+
+def test_resume_goes_by_the_messages_not_by_the_plan() -> None:
+    call = {"id": "c1", "name": "calculator", "args": {"expression": "1"}}
+    asked = HumanMessage("1?")
+    calling = AIMessage("", tool_calls=[call])
+    result = ToolMessage("1", tool_call_id="c1")
+    assert has_unfinished_run(_state(asked))
+    assert has_unfinished_run(_state(asked, calling))
+    assert has_unfinished_run(_state(asked, calling, result))
+    assert not has_unfinished_run(_state(asked, calling, result, AIMessage("1")))
+    assert not has_unfinished_run(_state())
+
+
+def test_a_failure_to_start_the_run_is_raised_in_the_reader() -> None:
+    def produce() -> Iterator[int]:
+        raise LookupError("no such thread")
+
+    with pytest.raises(LookupError):
+        list(run_in_background(produce))
+
+
+def test_a_reader_that_fails_ends_the_run_and_waits_for_it() -> None:
+    closed = threading.Event()
+
+    def produce() -> Iterator[int]:
+        try:
+            yield from range(1000)
+        finally:
+            closed.set()
+
+    with pytest.raises(BrokenPipeError):
+        for _ in run_in_background(produce):
+            raise BrokenPipeError
+    assert closed.is_set()
+    assert not runs_abandoned()
