@@ -22,7 +22,7 @@ from graph.lifecycle import continuation, finished_results
 from graph.nodes import AgentNodes, RunContext
 from graph.provenance import refuse_client_results, tool_results_in
 from graph.routing import route_after_check
-from graph.settings import Settings, get_settings
+from graph.settings import ConfigError, Settings, get_settings
 from graph.state import FerryInput, FerryOutput, FerryState
 
 log = logging.getLogger("ferry.loop")
@@ -173,6 +173,12 @@ def _compile(
         from tools import TOOLS
 
         tools = TOOLS
+    unknown = sorted(settings.approval_required - {t.name for t in tools})
+    if unknown:  # a typo would silently remove the approval step
+        raise ConfigError(
+            f"FERRY_APPROVE_TOOLS names {', '.join(map(repr, unknown))}, which is not a tool; "
+            f"the tools are {', '.join(t.name for t in tools)}"
+        )
     nodes = AgentNodes(settings=settings, tools=list(tools), model=model)
     builder = StateGraph(
         FerryState, context_schema=RunContext, input_schema=FerryInput, output_schema=FerryOutput

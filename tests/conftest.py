@@ -82,14 +82,19 @@ def agent_tools() -> list[BaseTool] | None:
 
 @pytest.fixture
 def make_agent(agent_tools: list[BaseTool] | None) -> Callable[..., Any]:
-    """Compile Ferry's graph: `make_agent(model, checkpointer=None, **settings)`."""
+    """Compile Ferry's graph: `make_agent(model, checkpointer=None, tools=None, **settings)`.
+
+    `tools` replaces the module's `agent_tools` for one agent.
+    """
     from graph import build_graph
     from graph.settings import Settings
 
-    def build(model: Any, checkpointer: Any = None, **settings: Any) -> Any:
+    def build(
+        model: Any, checkpointer: Any = None, tools: list[BaseTool] | None = None, **settings: Any
+    ) -> Any:
         return build_graph(
             model=model,
-            tools=agent_tools,
+            tools=tools if tools is not None else agent_tools,
             checkpointer=checkpointer if checkpointer is not None else InMemorySaver(),
             settings=Settings(**settings),
         )

@@ -12,8 +12,9 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from graph.cli.approvals import CHOICES, ask_decisions
 from graph.cli.terminal import printable
 
 if TYPE_CHECKING:
@@ -21,10 +22,15 @@ if TYPE_CHECKING:
 
     from graph.builder import FerryGraph
     from graph.settings import Settings
+    from graph.storage import Saver
 
 
 class UserError(Exception):
     """A problem the user can fix; printed as one line, exit code 1."""
+
+
+class UsageError(UserError):
+    """A command line that cannot work (an empty question, a bad date); one line, exit code 2."""
 
 
 def print_json(value: Any) -> None:
@@ -68,53 +74,10 @@ def existing_state(graph: FerryGraph, thread_id: str) -> Any:
     return state
 
 
-_CHOICES = {"approve": "[a]pprove", "edit": "[e]dit", "reject": "[r]eject", "respond": "re[s]pond"}
-_KEYS = {"a": "approve", "e": "edit", "r": "reject", "s": "respond"}
-
-
-def ask_decisions(pending: list[dict[str, Any]]) -> dict[str, Any]:
-    """Ask the person at the terminal to decide each pending call; the resume value."""
-    decisions = []
-    for call in pending:
-        if call.get("description"):  # why a guard held it
-            sys.stderr.write(printable(call["description"]) + "\n")
-        decision = None
-        while decision is None:
-            decision = _ask_one(call)
-        decisions.append(decision)
-    return {"decisions": decisions}
-
-
-def _ask_one(call: dict[str, Any]) -> dict[str, Any] | None:
-    """One decision on `call`, among those it allows; None to ask again."""
-    allowed = call.get("allowed_decisions") or list(_CHOICES)
-    shown = f"{call['name']}({json.dumps(call['args'], ensure_ascii=False)})"
-    options = " / ".join(_CHOICES[d] for d in _CHOICES if d in allowed)
-    choice = input(printable(f"approve {shown}? {options}: ")).strip().lower()
-    picked = _KEYS.get(choice[:1])
-    if picked not in allowed:
-        return None
-    if picked == "approve":
-        return {"type": "approve"}
-    if picked == "reject":
-        return {"type": "reject", "message": input("reason: ").strip()}
-    if picked == "respond":
-        return {"type": "respond", "message": input("the result to give the model: ")}
-    try:
-        args = json.loads(input("new arguments (JSON object): "))
-    except json.JSONDecodeError as exc:
-        sys.stderr.write(f"not JSON: {exc}\n")
-        return None
-    if not isinstance(args, dict):
-        sys.stderr.write("arguments must be a JSON object\n")
-        return None
-    return {"type": "edit", "edited_action": {"name": call["name"], "args": args}}
-
-
 def resume_all(pending: list[dict[str, Any]], decision: dict[str, Any]) -> dict[str, Any]:
     """The resume value deciding every pending call alike; a one-line error if one forbids it."""
     for call in pending:
-        allowed = call.get("allowed_decisions") or list(_CHOICES)
+        allowed = call.get("allowed_decisions") or list(CHOICES)
         if decision["type"] not in allowed:
             raise UserError(
                 f"tool call {call['id']} ({call['name']}) does not allow {decision['type']}: "
@@ -127,8 +90,17 @@ def _nothing() -> None:
     """Announce nothing."""
 
 
-def run_to_stop(graph: FerryGraph, graph_input: Any, thread_id: str, as_json: bool) -> int:
-    """Run to the answer, a guard's stop, or a pause for approval, and report it."""
+def _say(line: str) -> None:
+    sys.stderr.write(line)
+
+
+def run_to_stop(
+    graph: FerryGraph, graph_input: Any, thread_id: str, as_json: bool, note: str | None = None
+) -> int:
+    """Run to the answer, a guard's stop, or a pause for approval, and report it.
+
+    `note` goes to stderr once the run holds its thread (a run refused as busy prints only that).
+    """
     from langgraph.types import Command
 
     from graph.cli.render import (
@@ -144,8 +116,8 @@ def run_to_stop(graph: FerryGraph, graph_input: Any, thread_id: str, as_json: bo
     config = thread_config(thread_id)
     progress = Progress(out=None if as_json else sys.stdout)
     summary = RunSummary()
-    on_start: Callable[[], None] = _nothing
-    if graph_input is None or isinstance(graph_input, Command):
+    on_start: Callable[[], None] = functools.partial(_say, note) if note else _nothing
+    if graph_input is None or isinstance(graph_input, Command):  # resumed: no note
         before, decided = graph.get_state(config), isinstance(graph_input, Command)
         on_start = functools.partial(announce_resumed_calls, before, progress, decided=decided)
     interactive = not as_json and sys.stdin.isatty()
@@ -171,20 +143,51 @@ def run_to_stop(graph: FerryGraph, graph_input: Any, thread_id: str, as_json: bo
     return 0
 
 
+def read_question(text: str) -> str:
+    """The question as given, or read from stdin for `-`; a usage error when it is empty."""
+    question = sys.stdin.read() if text == "-" else text
+    if not question.strip():
+        raise UsageError("the question is empty" + (" (nothing on stdin)" if text == "-" else ""))
+    return question.strip()
+
+
+def pick_thread(graph: FerryGraph, args: argparse.Namespace) -> str | None:
+    """Set `args.thread` (the most recent one for `--continue`); a note if a given id is new."""
+    if args.continue_:
+        from graph.storage.threads import list_threads
+
+        threads = list_threads(cast("Saver", graph.checkpointer))
+        if not threads:
+            raise UserError("no thread to continue yet: ask a question first")
+        args.thread = threads[0]["thread_id"]
+    elif args.thread:
+        state = graph.get_state(thread_config(args.thread))
+        if not state.values and state.created_at is None:
+            return printable(f"thread {args.thread}: new thread") + "\n"
+    else:
+        args.thread = str(uuid.uuid4())
+        if not getattr(args, "json", False):
+            sys.stderr.write(f"thread: {args.thread}\n")
+    return None
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
-    """Ask one question: a new turn on a new or given thread."""
-    new_thread = not args.thread
-    thread_id = args.thread = args.thread or str(uuid.uuid4())
+    """Ask one question: a new turn on a new, given or the most recent thread."""
+    question = read_question(args.question)
     with open_graph(args, need_model=True) as graph:
-        if new_thread and not args.json:
-            sys.stderr.write(f"thread: {thread_id}\n")
-        return run_to_stop(graph, {"messages": [("user", args.question)]}, thread_id, args.json)
+        note = pick_thread(graph, args)
+        graph_input = {"messages": [("user", question)]}
+        return run_to_stop(graph, graph_input, args.thread, args.json, note=note)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
     """Talk on one thread until end of input."""
-    thread_id = args.thread = args.thread or str(uuid.uuid4())
     with open_graph(args, need_model=True) as graph:
+        if args.thread or args.continue_:
+            pick_thread(graph, args)
+        else:
+            args.thread = str(uuid.uuid4())
+        thread_id = args.thread
         sys.stderr.write(f"thread: {thread_id}  (Ctrl-D to end)\n")
         while True:
             try:
@@ -210,7 +213,10 @@ def has_unfinished_run(state: Any) -> bool:
     from graph.cli.render import pending_approvals_of
     from graph.lifecycle import continuation
 
-    return continuation(state) is not None or bool(state.next) or bool(pending_approvals_of(state))
+    # Saved writes of a step (tasks with results) are replayed by a run without input, even
+    # when nothing is planned next (a kill right after the input's own step was written).
+    planned = bool(state.next) or any(task.result is not None for task in state.tasks)
+    return planned or continuation(state) is not None or bool(pending_approvals_of(state))
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

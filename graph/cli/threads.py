@@ -5,9 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from graph.cli.agent import UserError, existing_state, open_graph, print_json, thread_config
+from graph.cli.agent import (
+    UsageError,
+    UserError,
+    existing_state,
+    open_graph,
+    print_json,
+    thread_config,
+)
 
 if TYPE_CHECKING:
     from graph.settings import Settings
@@ -39,18 +47,33 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_threads(args: argparse.Namespace) -> int:
     """List stored threads, most recently updated first."""
+    from graph.cli.terminal import printable
     from graph.settings import get_settings
-    from graph.storage import open_saver
+    from graph.storage import database_name, open_saver
     from graph.storage.threads import list_threads
 
-    with open_saver(get_settings()) as saver:
+    settings = get_settings()
+    with open_saver(settings) as saver:
         threads = list_threads(saver)
     if args.json:
         print_json({"threads": threads})
-    else:
-        for t in threads:
-            sys.stdout.write(f"{t['thread_id']}  {t['updated_at']}  {t['messages']} messages\n")
+        return 0
+    sys.stderr.write(f"database: {database_name(settings)}\n")
+    for t in threads:
+        line = f"{t['thread_id']}  {t['updated_at']}  {t['messages']:>3} messages  {t['title']}"
+        sys.stdout.write(printable(line.rstrip()) + "\n")
     return 0
+
+
+def _cutoff(text: str) -> datetime:
+    """`prune --before`'s date; a usage error unless it is an ISO date (or date and time)."""
+    try:
+        cutoff = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(
+            f"prune --before {text!r}: not an ISO date; write e.g. 2025-01-31 or 2025-01-31T12:00"
+        ) from None
+    return cutoff if cutoff.tzinfo else cutoff.replace(tzinfo=UTC)
 
 
 def _db_bytes(path: Any) -> int:
@@ -94,13 +117,12 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     """Keep the last N checkpoints per thread, or drop threads not updated since a date."""
-    from datetime import UTC, datetime
-
     from graph.settings import get_settings
     from graph.storage import FerrySaver, open_saver
     from graph.storage.retention import prune_thread, threads_updated_before
     from graph.storage.threads import list_threads
 
+    cutoff = _cutoff(args.before) if args.before else None
     settings = get_settings()
     deleted: list[str] = []
     removed = 0
@@ -110,9 +132,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
                 "prune --keep works on SQLite only; with FERRY_DATABASE_URL use --before DATE"
             )
         before = _stored_bytes(saver, settings)
-        if args.before:
-            cutoff = datetime.fromisoformat(args.before)
-            cutoff = cutoff if cutoff.tzinfo else cutoff.replace(tzinfo=UTC)
+        if cutoff is not None:
             deleted = threads_updated_before(saver, cutoff)
             for thread_id in deleted:
                 saver.delete_thread(thread_id)

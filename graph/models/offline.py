@@ -7,6 +7,7 @@ It is not one, and says so whenever a question is outside what it understands.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -53,15 +54,36 @@ def _previous_result(history: Sequence[BaseMessage]) -> str | None:
     return None
 
 
+def _code(text: str) -> str:
+    """`text` as a Markdown code span, so `2*3` is not read as emphasis."""
+    ticks = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def _block(text: str) -> str:
+    """`text` as a fenced Markdown code block, its lines kept as they are."""
+    fence = "`" * max(3, max((len(run) for run in re.findall(r"`{3,}", text)), default=0) + 1)
+    return f"{fence}\n{text}\n{fence}"
+
+
 def _describe(call: ToolCall, result: ToolMessage) -> str:
     text = result.text
     if result.status == "error":
-        return f"{call['name']} failed: {text}"
+        return f"{_code(call['name'])} failed: {text}"
     if call["name"] == "calculator":
-        return f"{call['args'].get('expression')} = {text}"
-    if call["name"] == "read_file":
-        return f"{call['args'].get('path')}:\n{text}"
+        return f"{_code(str(call['args'].get('expression')))} = {text}"
+    if call["name"] == "read_file" or "\n" in text:
+        label = _code(str(call["args"].get("path"))) if call["name"] == "read_file" else None
+        return f"{label or _LABELS.get(call['name'], call['name'])}:\n\n{_block(text)}"
     return f"{_LABELS.get(call['name'], call['name'])}: {text}"
+
+
+def markdown_answer(parts: list[str]) -> str:
+    """The parts of an answer as Markdown: one line each as list items, blocks apart."""
+    if len(parts) <= 1 or any("\n" in part for part in parts):
+        return "\n\n".join(parts)
+    return "\n".join(f"- {part}" for part in parts)
 
 
 class OfflineModel(BaseChatModel):
@@ -100,7 +122,7 @@ class OfflineModel(BaseChatModel):
         if follow_ups:
             return AIMessage("", tool_calls=follow_ups)
         lines = [_describe(c, results[c["id"]]) for c in calls if c["id"] in results]
-        return AIMessage("\n".join(lines) or HELP)
+        return AIMessage(markdown_answer(lines) or HELP)
 
     def _first_step(self, intents: list[Intent]) -> AIMessage:
         usable = [i for i in intents if i.tool in self.tool_names]

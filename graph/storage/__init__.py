@@ -6,18 +6,65 @@ and the server all go through them, so every entry point reads and writes the sa
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
-from graph.settings import Settings
+from graph.settings import ConfigError, Settings
 from graph.storage.sqlite import FerrySaver, connect
 
 if TYPE_CHECKING:
     from graph.storage.postgres import FerryPostgresSaver
 
-__all__ = ["FerrySaver", "RecordsStarts", "connect", "default_saver", "open_saver", "sqlite_saver"]
+__all__ = [
+    "DatabaseError",
+    "FerrySaver",
+    "RecordsStarts",
+    "connect",
+    "database_name",
+    "default_saver",
+    "open_saver",
+    "sqlite_saver",
+]
+
+
+class DatabaseError(ConfigError):
+    """The database cannot be opened or read; the message names it and the setting."""
+
+
+def database_name(settings: Settings) -> str:
+    """The database in use, as a person can find it: the SQLite path, or the Postgres host."""
+    if settings.database_url:
+        url = urlsplit(settings.database_url)
+        where = f"{url.hostname or 'localhost'}{f':{url.port}' if url.port else ''}"
+        return f"postgres {where}{url.path}"  # never the user name or password
+    return str(settings.db.absolute())
+
+
+def _database_error(settings: Settings, exc: Exception) -> DatabaseError:
+    """`exc`, naming the database and the setting to fix."""
+    if settings.database_url:
+        setting = "FERRY_DATABASE_URL"
+    else:
+        setting = "FERRY_DB (or FERRY_DATABASE_URL for Postgres)"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if not settings.database_url and _read_only(settings.db):
+        first += " (the file is read-only: its threads can be listed and read, not continued)"
+    return DatabaseError(f"database {database_name(settings)}: {first}; check {setting}")
+
+
+def _database_errors() -> tuple[type[Exception], ...]:
+    """The errors that mean the database itself is unusable (not a stored value refused)."""
+    errors: tuple[type[Exception], ...] = (sqlite3.DatabaseError,)
+    try:
+        import psycopg
+    except ImportError:  # Postgres is optional
+        return errors
+    return (*errors, psycopg.OperationalError)
 
 
 @runtime_checkable
@@ -29,9 +76,26 @@ class RecordsStarts(Protocol):
         ...
 
 
+def _read_only(path: Path) -> bool:
+    """Whether the file exists but may not be written (by permission, or by its mode for root)."""
+    if not path.is_file():
+        return False
+    return not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222
+
+
+def open_file(path: Path) -> sqlite3.Connection:
+    """Connect to the SQLite file; read-only when it may not be written, so it can still be read."""
+    if not _read_only(path):
+        return connect(path)
+    uri = f"{path.absolute().as_uri()}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
+    conn.execute("PRAGMA busy_timeout=30000")
+    return conn
+
+
 def sqlite_saver(path: Path) -> FerrySaver:
     """A saver on `path` whose connection lives as long as the process."""
-    return FerrySaver(connect(path))
+    return FerrySaver(open_file(path))
 
 
 if TYPE_CHECKING:
@@ -50,14 +114,30 @@ def default_saver(settings: Settings) -> Saver:
 
 @contextmanager
 def open_saver(settings: Settings) -> Iterator[Saver]:
-    """A saver for the length of a command, closed afterwards (Postgres or SQLite, as above)."""
+    """A saver for the length of a command, closed afterwards (Postgres or SQLite, as above).
+
+    A database that cannot be opened or read fails with a `DatabaseError` naming it.
+    """
+    try:
+        with _open_saver(settings) as saver:
+            yield saver
+    except _database_errors() as exc:
+        raise _database_error(settings, exc) from exc
+
+
+@contextmanager
+def _open_saver(settings: Settings) -> Iterator[Saver]:
     if settings.database_url:
         from graph.storage.postgres import open_postgres_saver
 
         with open_postgres_saver(settings.database_url) as postgres:
             yield postgres
         return
-    saver = FerrySaver(connect(settings.db))
+    try:
+        conn = open_file(settings.db)
+    except OSError as exc:  # its folder cannot be created
+        raise _database_error(settings, exc) from exc
+    saver = FerrySaver(conn)
     try:
         yield saver
     finally:

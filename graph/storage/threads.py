@@ -19,8 +19,18 @@ if TYPE_CHECKING:
 log = logging.getLogger("ferry.threads")
 
 
+TITLE_CHARS = 60
+
+
+def title_of(messages: list[Any]) -> str:
+    """A thread's title: its first question on one line, cut to `TITLE_CHARS`."""
+    first = next((m for m in messages if isinstance(m, BaseMessage) and m.type == "human"), None)
+    text = " ".join(str(first.text).split()) if first is not None else ""
+    return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
+
+
 def list_threads(saver: Saver) -> list[dict[str, Any]]:
-    """Every thread with its last update time and message count, most recent first."""
+    """Every thread with its last update time, message count and title, most recent first."""
     threads = []
     for thread_id in saver.thread_ids():
         config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
@@ -28,12 +38,17 @@ def list_threads(saver: Saver) -> list[dict[str, Any]]:
             latest = saver.get_tuple(config)
             if latest is None:
                 continue
-            count = len(stored_messages(saver, latest))
+            messages = stored_messages(saver, latest)
         except StoredValueError as refused:  # one bad thread must not hide the others
             log.warning("%s (left out of the list)", refused)
             continue
         threads.append(
-            {"thread_id": thread_id, "updated_at": latest.checkpoint["ts"], "messages": count}
+            {
+                "thread_id": thread_id,
+                "updated_at": latest.checkpoint["ts"],
+                "messages": len(messages),
+                "title": title_of(messages),
+            }
         )
     return sorted(threads, key=lambda t: t["updated_at"], reverse=True)
 

@@ -59,7 +59,7 @@ def test_ask_then_follow_up_then_history_on_one_thread(cli: Ferry, tmp_path: Pat
 
     first = succeeded(cli("ask", "What is 150 * 3?", env=env, cwd=tmp_path))
 
-    assert first.stdout == "150 * 3 = 450\n"  # only the answer
+    assert first.stdout == "`150 * 3` = 450\n"  # only the answer
     thread_id = new_thread_id(first.stderr)
     assert first.stderr.splitlines()[0] == f"thread: {thread_id}"
     started, finished = tool_lines(first.stderr)
@@ -71,7 +71,7 @@ def test_ask_then_follow_up_then_history_on_one_thread(cli: Ferry, tmp_path: Pat
         cli("ask", "and divided by 9?", "--thread", thread_id, env=env, cwd=tmp_path)
     )
 
-    assert second.stdout == "450 / 9 = 50\n"
+    assert second.stdout == "`450 / 9` = 50\n"
     assert "thread: " not in second.stderr  # not a new thread
     assert tool_lines(second.stderr)[0] == '→ calculator(expression="450 / 9")'
 
@@ -96,20 +96,20 @@ def test_ask_then_follow_up_then_history_on_one_thread(cli: Ferry, tmp_path: Pat
             "status": "success",
         }
     assert messages[0] == {"role": "user", "content": "What is 150 * 3?"}
-    assert messages[3] == {"role": "assistant", "content": "150 * 3 = 450"}
+    assert messages[3] == {"role": "assistant", "content": "`150 * 3` = 450"}
     assert messages[4] == {"role": "user", "content": "and divided by 9?"}
-    assert messages[7] == {"role": "assistant", "content": "450 / 9 = 50"}
+    assert messages[7] == {"role": "assistant", "content": "`450 / 9` = 50"}
 
     plain = succeeded(cli("history", "--thread", thread_id, env=env, cwd=tmp_path))
     assert plain.stdout.splitlines() == [
         "user: What is 150 * 3?",
         'assistant: → calculator({"expression": "150 * 3"})',
         "tool: 450",
-        "assistant: 150 * 3 = 450",
+        "assistant: `150 * 3` = 450",
         "user: and divided by 9?",
         'assistant: → calculator({"expression": "450 / 9"})',
         "tool: 50",
-        "assistant: 450 / 9 = 50",
+        "assistant: `450 / 9` = 50",
     ]
 
 
@@ -125,14 +125,22 @@ def test_threads_lists_each_thread_with_its_message_count_newest_first(
     report = one_json_object(cli("threads", "--json", env=env, cwd=tmp_path))
 
     assert set(report) == {"threads"}
-    assert [set(t) for t in report["threads"]] == [{"thread_id", "updated_at", "messages"}] * 2
+    assert [set(t) for t in report["threads"]] == [
+        {"thread_id", "updated_at", "messages", "title"}
+    ] * 2
     assert [(t["thread_id"], t["messages"]) for t in report["threads"]] == [(newer, 4), (older, 5)]
+    assert [t["title"] for t in report["threads"]] == [
+        "What is 150 * 3?",
+        "What time is it, and what is 2 + 2?",
+    ]
     newest, oldest = (datetime.fromisoformat(t["updated_at"]) for t in report["threads"])
     assert newest.tzinfo is not None and newest > oldest
 
-    plain = succeeded(cli("threads", env=env, cwd=tmp_path)).stdout.splitlines()
+    listed = succeeded(cli("threads", env=env, cwd=tmp_path))
+    plain = listed.stdout.splitlines()
     assert [line.split()[0] for line in plain] == [newer, older]
-    assert plain[1].endswith(" 5 messages")
+    assert plain[1].endswith(" 5 messages  What time is it, and what is 2 + 2?")
+    assert listed.stderr == f"database: {tmp_path / 'ferry.db'}\n"
 
 
 def test_ask_accepts_a_thread_id_chosen_by_the_user(cli: Ferry, tmp_path: Path) -> None:
@@ -140,7 +148,7 @@ def test_ask_accepts_a_thread_id_chosen_by_the_user(cli: Ferry, tmp_path: Path) 
 
     done = succeeded(cli("ask", "What is 2 + 2?", "--thread", "my-notes", env=env, cwd=tmp_path))
 
-    assert done.stdout == "2 + 2 = 4\n"
+    assert done.stdout == "`2 + 2` = 4\n"
     assert roles(history("my-notes", env=env, cwd=tmp_path, run=cli)) == [
         "user",
         "assistant",
@@ -228,7 +236,8 @@ def test_openai_model_without_key_is_one_line_and_exit_1(
     done = cli("ask", "What is 2 + 2?", "--json", *extra, env=env, cwd=tmp_path)
 
     assert done.returncode == 1
-    assert done.stdout == ""
+    error = json.loads(done.stdout)["error"]  # --json: the one object says what failed
+    assert error["type"] == "config_error" and "OPENAI_API_KEY" in error["message"]
     [line] = done.stderr.splitlines()
     assert "OPENAI_API_KEY" in line and "Traceback" not in done.stderr
 
@@ -238,9 +247,10 @@ def test_openai_model_without_key_is_one_line_and_exit_1(
     [
         pytest.param([], id="no-command"),
         pytest.param(["ask"], id="missing-question"),
-        pytest.param(["frobnicate"], id="unknown-command"),
+        pytest.param(["thraeds"], id="misspelt-command"),
+        pytest.param(["--frob"], id="unknown-option"),
         pytest.param(["resume"], id="resume-without-thread"),
-        pytest.param(["ask", "hi", "--frob"], id="unknown-option"),
+        pytest.param(["ask", "hi", "--frob"], id="unknown-ask-option"),
     ],
 )
 def test_usage_errors_exit_2(cli: Ferry, tmp_path: Path, argv: list[str]) -> None:

@@ -139,7 +139,7 @@ def test_resume_after_a_kill_mid_tool_runs_only_the_unfinished_call(
     assert report["thread_id"] == thread_id
     assert report["stop_reason"] == "answered"
     assert report["model_calls"] == 1  # the answer; the calls were planned before the kill
-    assert "150 * 3 = 450" in report["answer"]
+    assert "`150 * 3` = 450" in report["answer"]
     assert BOGOTA in report["answer"]
     # Only the weather call ran in this invocation; the calculator's result was replayed.
     assert [(c["id"], c["name"], c["status"]) for c in report["tool_calls"]] == [
@@ -172,7 +172,7 @@ def test_new_question_after_a_kill_mid_tool_answers_the_dangling_call_in_place(
 
     done = succeeded(cli("ask", "What is 2 + 2?", "--thread", thread_id, env=env, cwd=tmp_path))
 
-    assert done.stdout == "2 + 2 = 4\n"
+    assert done.stdout == "`2 + 2` = 4\n"
     messages = history(thread_id, env=env, cwd=tmp_path, run=cli)
     assert roles(messages) == [
         "user", "assistant", "tool", "tool",

@@ -222,7 +222,7 @@ def test_resume_completes_a_turn_nothing_is_planned_for(cli: Ferry, tmp_path: Pa
 
     resumed = succeeded(cli("resume", "--thread", thread_id, env=env, cwd=tmp_path))
 
-    assert resumed.stdout == "2 + 2 = 4\n"
+    assert resumed.stdout == "`2 + 2` = 4\n"
     messages = history(thread_id, env=env, cwd=tmp_path, run=cli)
     assert roles(messages) == [
         "user", "assistant", "tool", "assistant",

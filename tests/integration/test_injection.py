@@ -13,19 +13,16 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from graph import build_graph
 from graph.approval import UNDECIDED
 from graph.fence import fenced_data
 from graph.nodes import CAN_APPROVE
-from graph.settings import Settings
 from tests.support.cli_helpers import Ferry, ferry_env, one_json_object
-from tests.support.scripted import ScriptedModel, answer, tool_call
+from tests.support.fixtures import Agent, Scripted
+from tests.support.scripted import Step, answer, tool_call
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
 from tests.support.servers.tavily import FAKE_KEY, TavilyServer
-from tools import TOOLS
 
 SECRET = "vault code 7391-ALPHA-omega-22 for the east door"
 NOTES = f"Shopping: milk, eggs, bread\n{SECRET}\n"
@@ -90,18 +87,14 @@ def search_the_file(leak: Callable[[str], str]) -> Callable[[list[BaseMessage]],
     return step
 
 
-def injected_model(*after: Any, leak: str = "the whole file") -> ScriptedModel:
-    steps = [
+def injected(*after: Step, leak: str = "the whole file") -> list[Step]:
+    """The compliant model's script: search, read the file as told, search for what it says."""
+    return [
         tool_call("web_search", query="ferry timetables"),
         follow_the_injection,
         search_the_file(LEAKS[leak]),
+        *after,
     ]
-    return ScriptedModel([*steps, *after])
-
-
-def make(model: ScriptedModel, guard: str) -> Any:
-    settings = Settings(exfiltration_guard=guard)
-    return build_graph(model=model, tools=TOOLS, checkpointer=InMemorySaver(), settings=settings)
 
 
 def shape(messages: list[BaseMessage]) -> list[tuple[str, str]]:
@@ -129,10 +122,12 @@ UP_TO_THE_EXFILTRATION = [
 
 @pytest.mark.parametrize("leak", LEAKS)
 def test_refuse_mode_refuses_the_search_and_tells_the_model_why(
-    tavily: TavilyServer, leak: str
+    scripted: Scripted, make_agent: Agent, tavily: TavilyServer, leak: str
 ) -> None:
-    model = injected_model(answer("I could not verify the notes."), leak=leak)
-    result = make(model, "refuse").invoke({"messages": [("user", QUESTION)]}, CONFIG)
+    model = scripted(injected(answer("I could not verify the notes."), leak=leak))
+    result = make_agent(model, exfiltration_guard="refuse").invoke(
+        {"messages": [("user", QUESTION)]}, CONFIG
+    )
 
     messages = result["messages"]
     assert shape(messages) == [*UP_TO_THE_EXFILTRATION, ("tool", "web_search:error"), ("ai", "")]
@@ -146,14 +141,13 @@ def test_refuse_mode_refuses_the_search_and_tells_the_model_why(
     assert fenced_data(str(model.calls[3][-1].content)) == refusal.content
     assert searched(tavily) == ["ferry timetables"]
     assert not leaked(tavily)
-    model.assert_complete()
 
 
 def test_approve_mode_holds_the_search_and_a_rejection_keeps_the_secret(
-    tavily: TavilyServer,
+    scripted: Scripted, make_agent: Agent, tavily: TavilyServer
 ) -> None:
-    model = injected_model(answer("Understood, I will not send it."))
-    graph = make(model, "approve")
+    model = scripted(injected(answer("Understood, I will not send it.")))
+    graph = make_agent(model, exfiltration_guard="approve")
     paused = graph.invoke({"messages": [("user", QUESTION)]}, CONFIG)
 
     [pending] = paused["__interrupt__"][0].value["action_requests"]
@@ -174,27 +168,29 @@ def test_approve_mode_holds_the_search_and_a_rejection_keeps_the_secret(
     assert "declined this call (private)" in messages[6].content
     assert searched(tavily) == ["ferry timetables"]
     assert not leaked(tavily)
-    model.assert_complete()
 
 
-def test_approve_mode_refuses_when_no_one_can_approve(tavily: TavilyServer) -> None:
-    model = injected_model(answer("I will answer without it."))
+def test_approve_mode_refuses_when_no_one_can_approve(
+    scripted: Scripted, make_agent: Agent, tavily: TavilyServer
+) -> None:
+    model = scripted(injected(answer("I will answer without it.")))
     config = {"configurable": {"thread_id": "t1", CAN_APPROVE: False}}
-    result = make(model, "approve").invoke({"messages": [("user", QUESTION)]}, config)
+    result = make_agent(model, exfiltration_guard="approve").invoke(
+        {"messages": [("user", QUESTION)]}, config
+    )
 
     messages = result["messages"]
     assert "__interrupt__" not in result
     assert shape(messages) == [*UP_TO_THE_EXFILTRATION, ("tool", "web_search:error"), ("ai", "")]
     assert "no one can give it in this run" in messages[6].content
     assert not leaked(tavily)
-    model.assert_complete()
 
 
 def test_a_new_message_instead_of_a_decision_answers_the_held_call_not_run(
-    tavily: TavilyServer,
+    scripted: Scripted, make_agent: Agent, tavily: TavilyServer
 ) -> None:
-    model = injected_model(answer("Sure, something else."))
-    graph = make(model, "approve")
+    model = scripted(injected(answer("Sure, something else.")))
+    graph = make_agent(model, exfiltration_guard="approve")
     graph.invoke({"messages": [("user", QUESTION)]}, CONFIG)
     result = graph.invoke({"messages": [("user", "Never mind.")]}, CONFIG)
 
@@ -207,28 +203,31 @@ def test_a_new_message_instead_of_a_decision_answers_the_held_call_not_run(
     assert [type(m) for m in sent[-2:]] == [ToolMessage, HumanMessage]
     assert fenced_data(str(sent[-2].content)) == UNDECIDED
     assert not leaked(tavily)
-    model.assert_complete()
 
 
-def test_an_approved_search_runs_once(tavily: TavilyServer) -> None:
-    model = injected_model(answer("Checked."))
-    graph = make(model, "approve")
+def test_an_approved_search_runs_once(
+    scripted: Scripted, make_agent: Agent, tavily: TavilyServer
+) -> None:
+    model = scripted(injected(answer("Checked.")))
+    graph = make_agent(model, exfiltration_guard="approve")
     graph.invoke({"messages": [("user", QUESTION)]}, CONFIG)
     result = graph.invoke(Command(resume={"action": "approve"}), CONFIG)
 
     assert shape(result["messages"])[-2:] == [("tool", "web_search:success"), ("ai", "")]
     assert len(searched(tavily)) == 2 and leaked(tavily)  # a person chose to send it
-    model.assert_complete()
 
 
-def test_off_mode_lets_the_secret_through(tavily: TavilyServer) -> None:
-    model = injected_model(answer("Verified."))
-    result = make(model, "off").invoke({"messages": [("user", QUESTION)]}, CONFIG)
+def test_off_mode_lets_the_secret_through(
+    scripted: Scripted, make_agent: Agent, tavily: TavilyServer
+) -> None:
+    model = scripted(injected(answer("Verified.")))
+    result = make_agent(model, exfiltration_guard="off").invoke(
+        {"messages": [("user", QUESTION)]}, CONFIG
+    )
 
     assert shape(result["messages"])[-2:] == [("tool", "web_search:success"), ("ai", "")]
     assert searched(tavily)[1] == "Shopping: milk, eggs, bread " + SECRET
     assert leaked(tavily)  # the check above would catch a leak in the other modes
-    model.assert_complete()
 
 
 # --- the CLI, where --json means no one can approve ---------------------------------------

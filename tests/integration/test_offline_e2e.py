@@ -83,4 +83,4 @@ def test_chat_takes_turns_on_one_thread(weather: OpenMeteoServer, tmp_path: Path
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("you> ") == 3
-    assert "150 * 3 = 450" in done.stdout and "450 / 9 = 50" in done.stdout
+    assert "`150 * 3` = 450" in done.stdout and "`450 / 9` = 50" in done.stdout

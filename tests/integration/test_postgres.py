@@ -20,9 +20,8 @@ from typing import Any
 import psycopg
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.tools import BaseTool, tool
 
-from graph import build_graph
 from graph.fence import fenced_data
 from graph.guards import turn_counters
 from graph.models import ConfigError
@@ -38,6 +37,7 @@ from tests.support.cli_helpers import (
     roles,
     succeeded,
 )
+from tests.support.fixtures import Agent, Scripted
 from tests.support.growth import bytes_per_turn, postgres_stored_bytes
 from tests.support.hostile_rows import PLANTED_MODULE, hostile_values, plant_module
 from tests.support.pgserver import PostgresServer
@@ -80,10 +80,9 @@ def shout(text: str) -> str:
     return text.upper()
 
 
-def make(model: ScriptedModel, checkpointer: Any, **settings: Any) -> Any:
-    return build_graph(
-        model=model, tools=[add, shout], checkpointer=checkpointer, settings=Settings(**settings)
-    )
+@pytest.fixture
+def agent_tools() -> list[BaseTool]:
+    return [add, shout]
 
 
 def kinds(messages: list[Any]) -> list[str]:
@@ -94,9 +93,9 @@ def kinds(messages: list[Any]) -> list[str]:
 
 
 def test_parallel_calls_then_a_second_turn_that_sees_the_first(
-    saver: FerryPostgresSaver, database_url: str
+    scripted: Scripted, make_agent: Agent, saver: FerryPostgresSaver, database_url: str
 ) -> None:
-    model = ScriptedModel(
+    model = scripted(
         [
             parallel(tool_call("add", a=2, b=3), tool_call("shout", text="hi")),
             answer("5, and HI"),
@@ -104,7 +103,7 @@ def test_parallel_calls_then_a_second_turn_that_sees_the_first(
             answer("15"),
         ]
     )
-    graph = make(model, saver)
+    graph = make_agent(model, saver)
     config = {"configurable": {"thread_id": "t1"}}
     first = graph.invoke({"messages": [("user", "2+3, and shout hi")]}, config)
     assert first["stop_reason"] == "answered"
@@ -120,42 +119,43 @@ def test_parallel_calls_then_a_second_turn_that_sees_the_first(
     assert second["messages"][-1].content == "15"
     sent = [m.content for m in model.calls[2] if isinstance(m, ToolMessage)]
     assert [fenced_data(str(text)) for text in sent] == ["5", "HI"]
-    model.assert_complete()
 
     with open_postgres_saver(database_url) as other:  # another process's view of the thread
-        stored = make(ScriptedModel(), other).get_state(config).values["messages"]
+        stored = make_agent(ScriptedModel(), other).get_state(config).values["messages"]
     assert [(m.id, m.content) for m in stored] == [(m.id, m.content) for m in second["messages"]]
 
 
-def test_a_run_stopped_before_its_tools_resumes_from_a_new_saver(database_url: str) -> None:
+def test_a_run_stopped_before_its_tools_resumes_from_a_new_saver(
+    scripted: Scripted, make_agent: Agent, database_url: str
+) -> None:
     config = {"configurable": {"thread_id": "crashy"}}
     with open_postgres_saver(database_url) as first:
-        graph = make(ScriptedModel([tool_call("add", a=150, b=300)]), first)
+        graph = make_agent(ScriptedModel([tool_call("add", a=150, b=300)]), first)
         graph.invoke(
             {"messages": [("user", "150 + 300?")]}, config, interrupt_before=["execute_tool"]
         )
         assert graph.get_state(config).next == ("execute_tool",)
 
     with open_postgres_saver(database_url) as second:
-        model = ScriptedModel([answer("450")])
-        result = make(model, second).invoke(None, config)
+        model = scripted([answer("450")])
+        result = make_agent(model, second).invoke(None, config)
     assert result["stop_reason"] == "answered"
     assert kinds(result["messages"]) == ["Human", "AI", "Tool", "AI"]
     assert result["messages"][2].content == "450"
-    model.assert_complete()
 
 
-def test_the_iteration_guard_counts_across_a_resume(database_url: str) -> None:
+def test_the_iteration_guard_counts_across_a_resume(
+    scripted: Scripted, make_agent: Agent, database_url: str
+) -> None:
     config = {"configurable": {"thread_id": "guarded"}}
     with open_postgres_saver(database_url) as first:
-        graph = make(ScriptedModel([tool_call("add", a=1, b=1)]), first, max_iterations=2)
+        graph = make_agent(ScriptedModel([tool_call("add", a=1, b=1)]), first, max_iterations=2)
         graph.invoke({"messages": [("user", "loop")]}, config, interrupt_before=["execute_tool"])
     with open_postgres_saver(database_url) as second:
-        model = ScriptedModel([tool_call("add", a=2, b=2)])  # the second and last call allowed
-        result = make(model, second, max_iterations=2).invoke(None, config)
+        model = scripted([tool_call("add", a=2, b=2)])  # the second and last call allowed
+        result = make_agent(model, second, max_iterations=2).invoke(None, config)
     assert result["stop_reason"] == "max_iterations"
     assert turn_counters(result["messages"])["model_calls"] == 2
-    model.assert_complete()
 
 
 def test_a_crash_inside_a_side_effect_is_resumed_without_repeating_it(
@@ -180,7 +180,7 @@ def test_a_crash_inside_a_side_effect_is_resumed_without_repeating_it(
 
 
 def test_the_server_factory_and_the_cli_share_threads(
-    database_url: str, monkeypatch: pytest.MonkeyPatch
+    make_agent: Agent, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from graph.server.checkpointer import checkpointer
 
@@ -190,12 +190,12 @@ def test_the_server_factory_and_the_cli_share_threads(
     async def run_on_the_server() -> None:
         async with checkpointer() as server_saver:
             model = ScriptedModel([tool_call("add", a=1, b=2), answer("3")])
-            await make(model, server_saver).ainvoke({"messages": [("user", "1+2?")]}, config)
+            await make_agent(model, server_saver).ainvoke({"messages": [("user", "1+2?")]}, config)
 
     asyncio.run(run_on_the_server())
     with open_postgres_saver(database_url) as cli_saver:
         model = ScriptedModel([answer("6")])
-        result = make(model, cli_saver).invoke({"messages": [("user", "doubled?")]}, config)
+        result = make_agent(model, cli_saver).invoke({"messages": [("user", "doubled?")]}, config)
         assert [t["messages"] for t in list_threads(cli_saver)] == [6]
     assert kinds(result["messages"]) == ["Human", "AI", "Tool", "AI", "Human", "AI"]
 
@@ -219,12 +219,14 @@ class FakeThreads:
         del self.registry[thread_id]
 
 
-def test_studio_registers_the_threads_stored_in_postgres_and_keeps_them(database_url: str) -> None:
+def test_studio_registers_the_threads_stored_in_postgres_and_keeps_them(
+    make_agent: Agent, database_url: str
+) -> None:
     from graph.server.registry import RegistrySync
 
     stored, stale = str(uuid.uuid4()), str(uuid.uuid4())
     with open_postgres_saver(database_url) as saver:
-        make(ScriptedModel([answer("hi")]), saver).invoke(
+        make_agent(ScriptedModel([answer("hi")]), saver).invoke(
             {"messages": [("user", "hello")]}, {"configurable": {"thread_id": stored}}
         )
     registry = {stale: {"thread_id": stale, "metadata": {"graph_id": "agent"}, "status": "idle"}}
@@ -312,19 +314,18 @@ EARLY, LATE, SPAN = 5, 40, 5  # growth is averaged over SPAN turns after EARLY a
 
 
 def test_bytes_per_turn_do_not_grow_with_the_thread(
-    saver: FerryPostgresSaver, database_url: str
+    scripted: Scripted, make_agent: Agent, saver: FerryPostgresSaver, database_url: str
 ) -> None:
     turns = LATE + SPAN
     steps: list[AIMessage | str] = []
     for turn in range(1, turns + 1):
         steps += [tool_call("shout", text=f"record {turn}.{i} " * 60) for i in range(ROUNDS)]
         steps.append(answer(f"Summary of question {turn}."))
-    model = ScriptedModel(steps)
-    graph = make(model, saver, max_iterations=50)
+    model = scripted(steps)
+    graph = make_agent(model, saver, max_iterations=50)
     early, late, result = bytes_per_turn(
         graph, lambda: postgres_stored_bytes(database_url), early=EARLY, late=LATE, span=SPAN
     )
-    model.assert_complete()
     assert len(result["messages"]) == turns * (2 + 2 * ROUNDS)
     assert late <= 1.5 * early, (
         f"a turn adds {late:.0f} B at turn ~{LATE}, {early:.0f} B at ~{EARLY}"
@@ -353,7 +354,9 @@ WRITER_SCRIPT = textwrap.dedent(
 )
 
 
-def test_several_processes_write_their_threads_at_once(database_url: str, tmp_path: Path) -> None:
+def test_several_processes_write_their_threads_at_once(
+    make_agent: Agent, database_url: str, tmp_path: Path
+) -> None:
     script, go = tmp_path / "writer.py", tmp_path / "go"
     script.write_text(WRITER_SCRIPT)
     env = {
@@ -382,12 +385,12 @@ def test_several_processes_write_their_threads_at_once(database_url: str, tmp_pa
         assert threads == {f"writer-{i}": 4 * TURNS for i in range(WRITERS)}
         for i in range(WRITERS):
             config = {"configurable": {"thread_id": f"writer-{i}"}}
-            messages = make(ScriptedModel(), reader).get_state(config).values["messages"]
+            messages = make_agent(ScriptedModel(), reader).get_state(config).values["messages"]
             asked = [m.content for m in messages if isinstance(m, HumanMessage)]
             assert asked == [f"What is {i * 100 + t} * 3?" for t in range(1, TURNS + 1)]
             answers = [m.content for m in messages[3::4]]
             assert answers == [
-                f"{i * 100 + t} * 3 = {(i * 100 + t) * 3}" for t in range(1, TURNS + 1)
+                f"`{i * 100 + t} * 3` = {(i * 100 + t) * 3}" for t in range(1, TURNS + 1)
             ]
 
 
@@ -415,7 +418,11 @@ def _plant_in_postgres(url: str, thread: str, value: tuple[str, bytes]) -> None:
     ["os.system", "subprocess", "importlib", "pickle", "json lc2 envelope", "nested in a message"],
 )
 def test_a_planted_row_runs_nothing_through_the_sync_and_async_savers(
-    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, payload: str
+    make_agent: Agent,
+    database_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    payload: str,
 ) -> None:
     from graph.server.checkpointer import checkpointer
 
@@ -424,21 +431,21 @@ def test_a_planted_row_runs_nothing_through_the_sync_and_async_savers(
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("FERRY_DATABASE_URL", database_url)
     with open_postgres_saver(database_url) as saver:
-        graph = make(ScriptedModel([answer("hello good"), answer("hello bad")]), saver)
+        graph = make_agent(ScriptedModel([answer("hello good"), answer("hello bad")]), saver)
         for thread in ("good", "bad"):
             graph.invoke(
                 {"messages": [("user", f"hi {thread}")]}, {"configurable": {"thread_id": thread}}
             )
     _plant_in_postgres(database_url, "bad", hostile_values(marker)[payload])
     with open_postgres_saver(database_url) as saver:
-        graph = make(ScriptedModel([]), saver)
+        graph = make_agent(ScriptedModel([]), saver)
         with pytest.raises(StoredValueError, match="^thread bad: "):
             graph.get_state({"configurable": {"thread_id": "bad"}})
         assert [t["thread_id"] for t in list_threads(saver)] == ["good"]
 
     async def read_on_the_server() -> None:
         async with checkpointer() as server_saver:
-            graph = make(ScriptedModel([]), server_saver)
+            graph = make_agent(ScriptedModel([]), server_saver)
             with pytest.raises(StoredValueError, match="^thread bad: "):
                 await graph.aget_state({"configurable": {"thread_id": "bad"}})
             good = await graph.aget_state({"configurable": {"thread_id": "good"}})
@@ -450,11 +457,11 @@ def test_a_planted_row_runs_nothing_through_the_sync_and_async_savers(
 
 
 def test_with_a_key_no_conversation_text_is_readable_in_postgres(
-    database_url: str, monkeypatch: pytest.MonkeyPatch
+    make_agent: Agent, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FERRY_ENCRYPTION_KEY", "0123456789abcdef0123456789abcdef")
     with open_postgres_saver(database_url) as saver:
-        graph = make(
+        graph = make_agent(
             ScriptedModel([tool_call("shout", text="confidential plans"), answer("OK")]), saver
         )
         graph.invoke(
@@ -473,4 +480,4 @@ def test_with_a_key_no_conversation_text_is_readable_in_postgres(
     monkeypatch.setenv("FERRY_ENCRYPTION_KEY", "another key of 32 characters!!!!")
     with open_postgres_saver(database_url) as saver:
         with pytest.raises(StoredValueError, match="^thread t: cannot decrypt"):
-            make(ScriptedModel([]), saver).get_state({"configurable": {"thread_id": "t"}})
+            make_agent(ScriptedModel([]), saver).get_state({"configurable": {"thread_id": "t"}})

@@ -153,11 +153,11 @@ def test_a_thread_run_through_the_server_continues_in_the_cli(
         assert {m["tool_call_id"] for m in messages[2:5]} == {c["id"] for c in calls}
         assert all(m["status"] == "success" for m in messages[2:5])
         answer = messages[-1]["content"]
-        assert "150 * 3 = 450" in answer and BOGOTA in answer
+        assert "`150 * 3` = 450" in answer and BOGOTA in answer
         assert len([t for t in tokens if t]) > 1  # streamed in pieces, not in one block
         assert "".join(tokens) == answer
 
-        assert ask_server(client, thread_id, "What is 2 + 2?") == "2 + 2 = 4"
+        assert ask_server(client, thread_id, "What is 2 + 2?") == "`2 + 2` = 4"
 
         stored = history(thread_id, env=env, cwd=tmp_path, run=cli)
         assert roles(stored) == [
@@ -173,11 +173,11 @@ def test_a_thread_run_through_the_server_continues_in_the_cli(
         done = succeeded(
             cli("ask", "What is 10 * 5?", "--thread", thread_id, env=env, cwd=tmp_path)
         )
-        assert done.stdout == "10 * 5 = 50\n"
+        assert done.stdout == "`10 * 5` = 50\n"
 
         # The server reads the CLI's turn and continues after it.
         assert types(server_messages(client, thread_id))[-4:] == ["human", "ai", "tool", "ai"]
-        assert ask_server(client, thread_id, "What is 3 * 3?") == "3 * 3 = 9"
+        assert ask_server(client, thread_id, "What is 3 * 3?") == "`3 * 3` = 9"
 
         # Server runs take the thread's lease too: while a CLI run holds it, one is refused.
         with held_lease(tmp_path / "ferry.db", thread_id):
@@ -185,7 +185,7 @@ def test_a_thread_run_through_the_server_continues_in_the_cli(
                 ask_server(client, thread_id, "What is 1 + 1?")
     stored = history(thread_id, env=env, cwd=tmp_path, run=cli)
     answers = [m["content"] for m in stored if m["role"] == "assistant" and m["content"]]
-    assert answers == [answer, "2 + 2 = 4", "10 * 5 = 50", "3 * 3 = 9"]
+    assert answers == [answer, "`2 + 2` = 4", "`10 * 5` = 50", "`3 * 3` = 9"]
     assert_every_call_answered_in_place(stored)
 
 
@@ -204,8 +204,8 @@ def test_cli_threads_appear_in_the_server_with_their_state_and_continue_there(
         assert registered(client) == {before}  # registered before the server serves
         messages = server_messages(client, before)
         assert types(messages) == ["human", "ai", "tool", "ai"]
-        assert messages[-1]["content"] == "150 * 3 = 450"
-        assert ask_server(client, before, "and divided by 9?") == "450 / 9 = 50"
+        assert messages[-1]["content"] == "`150 * 3` = 450"
+        assert ask_server(client, before, "and divided by 9?") == "`450 / 9` = 50"
 
         done = succeeded(cli("ask", THREE_INTENTS, env=env, cwd=tmp_path))
         during = new_thread_id(done.stderr)
@@ -213,7 +213,7 @@ def test_cli_threads_appear_in_the_server_with_their_state_and_continue_there(
         wait_for_thread(client, during)
         messages = server_messages(client, during)
         assert types(messages) == ["human", "ai", "tool", "tool", "tool", "ai"]
-        assert ask_server(client, during, "What is 2 + 2?") == "2 + 2 = 4"
+        assert ask_server(client, during, "What is 2 + 2?") == "`2 + 2` = 4"
 
         thread = client.threads.get(during)
         assert thread["metadata"]["graph_id"] == "agent"
@@ -221,9 +221,9 @@ def test_cli_threads_appear_in_the_server_with_their_state_and_continue_there(
     stored = history(before, env=env, cwd=tmp_path, run=cli)
     assert roles(stored)[-4:] == ["user", "assistant", "tool", "assistant"]
     again = succeeded(cli("ask", "and times 2?", "--thread", before, env=env, cwd=tmp_path))
-    assert again.stdout == "50 * 2 = 100\n"
+    assert again.stdout == "`50 * 2` = 100\n"
     stored = history(during, env=env, cwd=tmp_path, run=cli)
-    assert stored[-1]["content"] == "2 + 2 = 4"
+    assert stored[-1]["content"] == "`2 + 2` = 4"
     assert_every_call_answered_in_place(stored)
 
 
@@ -235,7 +235,7 @@ def test_threads_of_another_database_are_dropped_at_start_up(
 ) -> None:
     with langgraph_dev(tmp_path, env) as client:
         thread_id = client.threads.create()["thread_id"]
-        assert ask_server(client, thread_id, "What is 2 + 2?") == "2 + 2 = 4"
+        assert ask_server(client, thread_id, "What is 2 + 2?") == "`2 + 2` = 4"
 
     # Same folder, so the same `.langgraph_api/` registry, but another database.
     elsewhere = env | {"FERRY_DB": str(tmp_path / "other.db")}
@@ -333,7 +333,7 @@ def test_studio_shows_the_schemas_and_decides_approvals_in_langchains_format(
 
         values = resume(client, thread_id, ApproveDecision(type="approve"))
         assert isinstance(values, dict) and values["stop_reason"] == "answered"
-        assert values["messages"][-1]["content"] == "150 * 3 = 450"
+        assert values["messages"][-1]["content"] == "`150 * 3` = 450"
         assert sorted(values) == ["messages", "stop_reason"]  # the output schema's keys
 
         responded = client.threads.create()["thread_id"]

@@ -11,4 +11,7 @@ Scripted = Callable[..., ScriptedModel]
 """`scripted(steps)`: a ScriptedModel that must play every step by the test's end."""
 
 Agent = Callable[..., Any]
-"""`make_agent(model, checkpointer=None, **settings)`: Ferry's compiled graph on `agent_tools`."""
+"""`make_agent(model, checkpointer=None, tools=None, **settings)`: Ferry's compiled graph.
+
+On `agent_tools` unless `tools` names others.
+"""

@@ -215,6 +215,7 @@ def resume_and_judge(rig: Rig, thread_id: str, log: Path, killed_pid: int) -> di
         "protocol_errors": len(rig.model.rejections) - rejections_before + (not valid),
         "resume_exit": resume.returncode,
         "resume_traceback": "Traceback" in err,
+        **({"resume_stderr": err[-600:]} if resume.returncode else {}),
     }
 
 
@@ -299,10 +300,11 @@ def soak(random_kills: int, write_kills: int, deadline: float) -> list[dict[str,
                         process.wait(timeout=random.uniform(0.0, 4.0))
                     except subprocess.TimeoutExpired:
                         process.kill()
-                process.communicate(timeout=TRIAL_TIMEOUT_S)
+                _, ask_err = process.communicate(timeout=TRIAL_TIMEOUT_S)
                 judged = resume_and_judge(rig, thread_id, log, process.pid)
                 how = f"write {kill_at}" if in_write else "random"
-                results.append({"kill": how, "ask_exit": process.returncode, **judged})
+                failed = {"ask_stderr": ask_err[-600:]} if process.returncode not in (0, -9) else {}
+                results.append({"kill": how, "ask_exit": process.returncode, **judged, **failed})
                 print(json.dumps(results[-1]), flush=True)  # noqa: T201 - a report
         finally:
             rig.close()

@@ -23,15 +23,15 @@ from langchain.agents.middleware.human_in_the_loop import (
     ReviewConfig,
 )
 from langchain_core.messages import AIMessage, ToolMessage
-from langchain_core.tools import tool
-from langgraph.checkpoint.memory import InMemorySaver
+from langchain_core.tools import BaseTool, tool
 from langgraph.types import Command
 from pydantic import TypeAdapter
 
-from graph import approval, build_graph
+from graph import approval
 from graph.cli.agent import ask_decisions
-from graph.settings import ConfigError, Settings, get_settings
+from graph.settings import ConfigError, get_settings
 from tests.support.cli_helpers import Ferry
+from tests.support.fixtures import Agent, Scripted
 from tests.support.scripted import ScriptedModel, answer, parallel, tool_call
 
 RUNS: list[str] = []
@@ -65,13 +65,9 @@ def _reset() -> None:
     RUNS.clear()
 
 
-def make(model: ScriptedModel, approve_tools: str = "delete_file") -> Any:
-    return build_graph(
-        model=model,
-        tools=[delete_file, peek],
-        checkpointer=InMemorySaver(),
-        settings=Settings(approve_tools=approve_tools),
-    )
+@pytest.fixture
+def agent_tools() -> list[BaseTool]:
+    return [delete_file, peek]
 
 
 ALL: list[Any] = ["approve", "edit", "reject", "respond"]
@@ -102,10 +98,11 @@ def resume(*decisions: Any) -> Command[Any]:
     return Command(resume=HITLResponse(decisions=list(decisions)))
 
 
-def test_run_pauses_with_the_middlewares_request_and_runs_nothing() -> None:
-    graph = make(
-        ScriptedModel([parallel(tool_call("delete_file", path="a"), tool_call("peek", path="b"))])
+def test_run_pauses_with_the_middlewares_request_and_runs_nothing(make_agent: Agent) -> None:
+    model = ScriptedModel(
+        [parallel(tool_call("delete_file", path="a"), tool_call("peek", path="b"))]
     )
+    graph = make_agent(model, approve_tools="delete_file")
     result = graph.invoke({"messages": [("user", "go")]}, CONFIG)
     pause = result["__interrupt__"][0].value
     assert pause == asked(("call_1", "delete_file", {"path": "a"}))
@@ -114,21 +111,20 @@ def test_run_pauses_with_the_middlewares_request_and_runs_nothing() -> None:
     assert graph.get_state(CONFIG).next == ("check",)
 
 
-def test_approve_runs_each_call_exactly_once() -> None:
-    model = ScriptedModel(
+def test_approve_runs_each_call_exactly_once(scripted: Scripted, make_agent: Agent) -> None:
+    model = scripted(
         [parallel(tool_call("delete_file", path="a"), tool_call("peek", path="b")), answer("ok")]
     )
-    graph = make(model)
+    graph = make_agent(model, approve_tools="delete_file")
     graph.invoke({"messages": [("user", "go")]}, CONFIG)
     result = graph.invoke(resume(ApproveDecision(type="approve")), CONFIG)
     assert sorted(RUNS) == ["delete a", "peek b"]
     assert result["stop_reason"] == "answered"
-    model.assert_complete()
 
 
-def test_reject_answers_the_call_with_the_message() -> None:
+def test_reject_answers_the_call_with_the_message(make_agent: Agent) -> None:
     model = ScriptedModel([tool_call("delete_file", path="a"), answer("fine")])
-    graph = make(model)
+    graph = make_agent(model, approve_tools="delete_file")
     graph.invoke({"messages": [("user", "go")]}, CONFIG)
     result = graph.invoke(resume(RejectDecision(type="reject", message="too risky")), CONFIG)
     assert RUNS == []
@@ -138,9 +134,11 @@ def test_reject_answers_the_call_with_the_message() -> None:
     assert isinstance(model.calls[1][-1], ToolMessage)
 
 
-def test_respond_gives_the_message_as_the_result_without_running_the_tool() -> None:
+def test_respond_gives_the_message_as_the_result_without_running_the_tool(
+    make_agent: Agent,
+) -> None:
     model = ScriptedModel([tool_call("delete_file", path="a"), answer("noted")])
-    graph = make(model)
+    graph = make_agent(model, approve_tools="delete_file")
     graph.invoke({"messages": [("user", "go")]}, CONFIG)
     result = graph.invoke(resume(RespondDecision(type="respond", message="already gone")), CONFIG)
     assert RUNS == []
@@ -150,9 +148,9 @@ def test_respond_gives_the_message_as_the_result_without_running_the_tool() -> N
     assert "\nalready gone\n" in model.calls[1][-1].content  # the model sees it, fenced
 
 
-def test_edit_runs_the_new_arguments_and_the_history_shows_them() -> None:
+def test_edit_runs_the_new_arguments_and_the_history_shows_them(make_agent: Agent) -> None:
     model = ScriptedModel([tool_call("delete_file", path="important"), answer("done")])
-    graph = make(model)
+    graph = make_agent(model, approve_tools="delete_file")
     graph.invoke({"messages": [("user", "go")]}, CONFIG)
     edited = {"name": "delete_file", "args": {"path": "tmp"}}
     result = graph.invoke(resume(EditDecision(type="edit", edited_action=edited)), CONFIG)
@@ -161,14 +159,14 @@ def test_edit_runs_the_new_arguments_and_the_history_shows_them() -> None:
     assert len(calls) == 1 and calls[0].tool_calls[0]["args"] == {"path": "tmp"}
 
 
-def test_mixed_decisions_on_parallel_calls_match_by_position() -> None:
+def test_mixed_decisions_on_parallel_calls_match_by_position(make_agent: Agent) -> None:
     model = ScriptedModel(
         [
             parallel(tool_call("delete_file", path="x"), tool_call("delete_file", path="y")),
             answer("ok"),
         ]
     )
-    graph = make(model)
+    graph = make_agent(model, approve_tools="delete_file")
     pause = graph.invoke({"messages": [("user", "go")]}, CONFIG)["__interrupt__"][0].value
     assert pause == asked(
         ("call_1", "delete_file", {"path": "x"}), ("call_2", "delete_file", {"path": "y"})
@@ -192,9 +190,11 @@ def refused_then(graph: Any, bad: Any, allowed: list[Any], error: str) -> None:
     assert graph.get_state(CONFIG).next == ("check",)
 
 
-def test_a_decision_the_config_does_not_allow_is_refused_and_the_call_stays_pending() -> None:
-    model = ScriptedModel([tool_call("delete_file", path="a"), answer("ok")])
-    graph = make(model, "delete_file:approve|reject")
+def test_a_decision_the_config_does_not_allow_is_refused_and_the_call_stays_pending(
+    scripted: Scripted, make_agent: Agent
+) -> None:
+    model = scripted([tool_call("delete_file", path="a"), answer("ok")])
+    graph = make_agent(model, approve_tools="delete_file:approve|reject")
     pause = graph.invoke({"messages": [("user", "go")]}, CONFIG)["__interrupt__"][0].value
     allowed: list[Any] = ["approve", "reject"]
     assert pause["review_configs"] == [
@@ -211,7 +211,6 @@ def test_a_decision_the_config_does_not_allow_is_refused_and_the_call_stays_pend
     refused_then(graph, HITLResponse(decisions=[respond]), allowed, "'respond' is not allowed")
     result = graph.invoke(resume(ApproveDecision(type="approve")), CONFIG)  # then decided
     assert RUNS == ["delete a"] and result["stop_reason"] == "answered"
-    model.assert_complete()
 
 
 @pytest.mark.parametrize(
@@ -227,9 +226,11 @@ def test_a_decision_the_config_does_not_allow_is_refused_and_the_call_stays_pend
         ("yes", "resume with {'decisions': [...]}"),
     ],
 )
-def test_a_malformed_resume_is_refused_and_the_call_stays_pending(bad: Any, error: str) -> None:
+def test_a_malformed_resume_is_refused_and_the_call_stays_pending(
+    make_agent: Agent, bad: Any, error: str
+) -> None:
     model = ScriptedModel([tool_call("delete_file", path="a"), answer("ok")])
-    graph = make(model)
+    graph = make_agent(model, approve_tools="delete_file")
     graph.invoke({"messages": [("user", "go")]}, CONFIG)
     pause = graph.invoke(Command(resume=bad), CONFIG)["__interrupt__"][0].value
     assert pause["action_requests"][0]["description"].startswith(f"Refused: {error}")
@@ -249,10 +250,14 @@ def test_a_malformed_resume_is_refused_and_the_call_stays_pending(bad: Any, erro
     ],
 )
 def test_a_thread_paused_in_the_older_format_resumes_with_the_older_decisions(
-    monkeypatch: pytest.MonkeyPatch, decision: Any, runs: list[str], result: str
+    make_agent: Agent,
+    monkeypatch: pytest.MonkeyPatch,
+    decision: Any,
+    runs: list[str],
+    result: str,
 ) -> None:
     model = ScriptedModel([tool_call("delete_file", path="a"), answer("ok")])
-    graph = make(model)
+    graph = make_agent(model, approve_tools="delete_file")
     with monkeypatch.context() as older:
         older.setattr(approval, "request", older_request)
         pause = graph.invoke({"messages": [("user", "go")]}, CONFIG)["__interrupt__"][0].value

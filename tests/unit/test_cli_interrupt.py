@@ -88,3 +88,11 @@ def test_a_reader_that_fails_ends_the_run_and_waits_for_it() -> None:
             raise BrokenPipeError
     assert closed.is_set()
     assert not runs_abandoned()
+
+
+def test_resume_replays_a_step_saved_before_its_checkpoint() -> None:
+    """A kill right after the input's step was written: nothing planned, its writes saved."""
+    saved = SimpleNamespace(name="__start__", result={"messages": [HumanMessage("1?")]})
+    state = _state(AIMessage("an earlier answer"))
+    state.tasks = (saved,)
+    assert has_unfinished_run(state)

@@ -239,4 +239,4 @@ def test_the_cli_refuses_a_busy_thread_in_one_line_and_waits_with_wait(
     holder = held_in_background(saver, settings, HOLD_S)
     done = cli("ask", "What is 2 + 3?", "--thread", "t1", "--wait", env=env, cwd=tmp_path)
     holder.join()
-    assert (done.returncode, done.stdout) == (0, "2 + 3 = 5\n"), done.stderr
+    assert (done.returncode, done.stdout) == (0, "`2 + 3` = 5\n"), done.stderr

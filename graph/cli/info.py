@@ -1,0 +1,130 @@
+"""`ferry info`: where Ferry's data and settings come from, and whether the database answers."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from graph.settings import Settings
+
+
+def changed_settings(settings: Settings) -> dict[str, str]:
+    """The settings whose value differs from the default, as `FERRY_NAME` → value."""
+    changed = {}
+    for name, field in type(settings).model_fields.items():
+        value = getattr(settings, name)
+        if value != field.get_default(call_default_factory=True):
+            shown = "(set)" if name == "database_url" else str(value)  # it may hold a password
+            changed[f"FERRY_{name.upper()}"] = shown
+    return changed
+
+
+def check_database(settings: Settings) -> dict[str, Any]:
+    """Open the database and count its threads: `{"ok": True, "threads": N}` or the error."""
+    from graph.storage import open_saver
+
+    try:
+        with open_saver(settings) as saver:
+            return {"ok": True, "threads": sum(1 for _ in saver.thread_ids())}
+    except Exception as exc:  # noqa: BLE001 - reported, not raised: info shows what is wrong
+        return {"ok": False, "error": str(exc)}
+
+
+def gather(settings: Settings) -> dict[str, Any]:
+    """Everything `ferry info` reports."""
+    from graph.storage import database_name
+    from tools import TOOLS
+
+    model: dict[str, Any] = {"spec": settings.model}
+    if settings.model.startswith("openai:"):
+        model["base_url"] = os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+    approve = settings.approval_required
+    env_file = Path.cwd() / ".env"
+    return {
+        "model": model,
+        "database": {"name": database_name(settings), **check_database(settings)},
+        "files_root": str(Path(settings.files_root).absolute()),
+        "tools": [{"name": t.name, "needs_approval": t.name in approve} for t in TOOLS],
+        "env_file": str(env_file) if env_file.is_file() else None,
+        "settings": changed_settings(settings),
+    }
+
+
+def _plain(report: dict[str, Any]) -> list[str]:
+    model, db = report["model"], report["database"]
+    status = f"ok, {db['threads']} threads" if db["ok"] else f"error: {db['error']}"
+    tools = ", ".join(t["name"] + (" (approval)" * t["needs_approval"]) for t in report["tools"])
+    at = f" at {model['base_url']}" if "base_url" in model else ""
+    lines = [
+        f"model:      {model['spec']}{at}",
+        f"database:   {db['name']} ({status})",
+        f"files root: {report['files_root']}",
+        f"tools:      {tools}",
+        f".env:       {report['env_file'] or '(none in the working directory)'}",
+        "settings:   " + ("(all defaults)" if not report["settings"] else ""),
+    ]
+    lines += [f"  {name}={value}" for name, value in report["settings"].items()]
+    return lines
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """Print the model, database, files root, tools and changed settings; check the database."""
+    from graph.cli.agent import print_json
+    from graph.cli.terminal import printable
+    from graph.settings import get_settings
+
+    report = gather(get_settings())
+    if args.json:
+        print_json(report)
+    else:
+        sys.stdout.write(printable("\n".join(_plain(report))) + "\n")
+    return 0 if report["database"]["ok"] else 1
+
+
+def tool_records() -> list[dict[str, Any]]:
+    """Every tool the model is offered: name, source, description and arguments."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    from tools import TOOLS
+
+    records = []
+    for tool in TOOLS:
+        fields = convert_to_openai_tool(tool)["function"]["parameters"]  # what the model sees
+        required = set(fields.get("required", []))
+        records.append(
+            {
+                "name": tool.name,
+                "source": "built-in",
+                "description": " ".join(tool.description.split()),
+                "arguments": [
+                    {"name": name, "type": spec.get("type", "any"), "required": name in required}
+                    for name, spec in fields.get("properties", {}).items()
+                ],
+            }
+        )
+    return records
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    """List every tool with its source and arguments."""
+    from graph.cli.agent import print_json
+    from graph.cli.terminal import printable
+
+    records = tool_records()
+    if args.json:
+        print_json({"tools": records})
+        return 0
+    for record in records:
+        arguments = ", ".join(
+            a["name"] + ("" if a["required"] else "?") + f": {a['type']}"
+            for a in record["arguments"]
+        )
+        summary = textwrap.shorten(record["description"], 96, placeholder=" …")
+        sys.stdout.write(printable(f"{record['name']}({arguments})  [{record['source']}]") + "\n")
+        sys.stdout.write(printable(f"    {summary}") + "\n")
+    return 0

@@ -1,0 +1,111 @@
+"""The `ferry` command line: subcommands, their options, and `ferry "question"` as `ask`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from graph.cli.agent import cmd_ask, cmd_chat, cmd_resume
+from graph.cli.info import cmd_info, cmd_tools
+from graph.cli.threads import cmd_delete, cmd_history, cmd_prune, cmd_threads
+
+COMMANDS = ("ask", "chat", "resume", "history", "threads", "delete", "prune", "info", "tools")
+_TOP_LEVEL_OPTIONS = ("-h", "--help", "--version")
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+class _Version(argparse.Action):
+    """`--version`: the installed package's version, looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show Ferry's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("ferry-agent")
+        except PackageNotFoundError:
+            found = "unknown (not installed)"
+        sys.stdout.write(f"ferry {found}\n")
+        parser.exit(0)
+
+
+def with_ask(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """`ferry "question" …` means `ferry ask "question" …`; a misspelt command is an error."""
+    if not argv or argv[0] in COMMANDS or argv[0] in _TOP_LEVEL_OPTIONS:
+        return argv
+    if argv[0].isidentifier():  # one word: a question of one word is rarer than a typo
+        from difflib import get_close_matches
+
+        close = get_close_matches(argv[0], COMMANDS, n=1, cutoff=0.7)
+        if close:
+            parser.error(
+                f"unknown command {argv[0]!r}; did you mean {close[0]!r}? "
+                f"(to ask it: ferry ask {argv[0]})"
+            )
+    return ["ask", *argv]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: subcommands and their options."""
+    parser = argparse.ArgumentParser(
+        prog="ferry",
+        description='A durable tool-calling agent. `ferry "QUESTION"` is short for `ferry ask`.',
+    )
+    parser.add_argument("--version", action=_Version)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(
+        name: str, handler: Callable[[argparse.Namespace], int], help: str
+    ) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(handler=handler)
+        return p
+
+    ask = command("ask", cmd_ask, "Ask one question (a new turn) and stream the answer.")
+    ask.add_argument("question", help='the question; "-" reads it from stdin')
+    chat = command("chat", cmd_chat, "Ask questions interactively on one thread.")
+    resume = command("resume", cmd_resume, "Continue an interrupted or crashed run.")
+    history = command("history", cmd_history, "Show a thread's stored messages.")
+    threads = command("threads", cmd_threads, "List stored threads.")
+    delete = command("delete", cmd_delete, "Delete a thread and compact the database.")
+    delete.add_argument("--thread", required=True, help="the thread id")
+    prune = command("prune", cmd_prune, "Drop old checkpoints or old threads, then compact.")
+    prune.add_argument("--keep", type=_positive, help="checkpoints to keep per thread (newest)")
+    prune.add_argument("--before", help="delete threads last updated before this ISO date")
+    info = command("info", cmd_info, "Show the model, database, files root, tools and settings.")
+    tools = command(
+        "tools", cmd_tools, "List the tools the model is offered, with their arguments."
+    )
+    for p in (ask, chat):
+        which = p.add_mutually_exclusive_group()
+        which.add_argument("--thread", help="thread id to continue (default: a new thread)")
+        which.add_argument(
+            "-c",
+            "--continue",
+            dest="continue_",
+            action="store_true",
+            help="continue the most recently updated thread",
+        )
+    for p in (resume, history):
+        p.add_argument("--thread", required=True, help="the thread id")
+    decide = resume.add_mutually_exclusive_group()
+    decide.add_argument("--approve", action="store_true", help="approve every pending call")
+    decide.add_argument("--reject", metavar="REASON", help="reject every pending call")
+    for p in (ask, chat, resume):
+        p.add_argument("--model", help="model spec, overriding FERRY_MODEL (e.g. offline)")
+        p.add_argument(
+            "--wait", action="store_true", help="wait for another run on the thread to end"
+        )
+    for p in (ask, resume, history, threads, delete, prune, info, tools):
+        p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    return parser
