@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.support.cli_helpers import FERRY, assert_every_call_answered_in_place, ferry_env
+from tests.support.cli_helpers import assert_every_call_answered_in_place, ferry_env, start_ferry
 from tests.support.servers.base import Reply, Request
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
 from tests.support.servers.openmeteo import OpenMeteoServer
@@ -68,18 +68,6 @@ def respond(body: dict[str, Any]) -> dict[str, Any]:
         return openai_answer(f"answer to [{question}]: {str(messages[-1]['content'])[:40]}")
     city = next((c for c in CITIES if c in str(question)), "Madrid")
     return openai_tool_calls(("get_weather", {"city": city}))
-
-
-def start(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [*FERRY, *args],
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def finish(process: subprocess.Popen[str]) -> tuple[int, str, str]:
@@ -137,7 +125,9 @@ def two_writers(
         f"trial {trial}: weather in {CITIES[1]}?",
     ]
     rejected, forecasts = len(openai.rejections), len(weather.requests_to("/v1/forecast"))
-    processes = [start(["ask", q, "--thread", thread_id, *extra], env, cwd) for q in questions]
+    processes = [
+        start_ferry("ask", q, "--thread", thread_id, *extra, env=env, cwd=cwd) for q in questions
+    ]
     results = [finish(p) for p in processes]
     counts: Counter[str] = Counter(trials=1)
     messages = stored_messages(env, cwd, thread_id)
@@ -153,7 +143,7 @@ def two_writers(
     forecasts = len(weather.requests_to("/v1/forecast")) - forecasts
     counts["calls_run_twice"] += calls_run_twice(messages, forecasts)
     follow = f"trial {trial}: weather in {CITIES[2]}?"
-    code, _out, _err = finish(start(["ask", follow, "--thread", thread_id], env, cwd))
+    code, _out, _err = finish(start_ferry("ask", follow, "--thread", thread_id, env=env, cwd=cwd))
     after = stored_messages(env, cwd, thread_id)
     counts["broken_threads"] += not (valid(messages) and code == 0 and answered(after, follow))
     return counts
@@ -168,7 +158,7 @@ def double_resume(
     weather.arrived.clear()
     weather.release.clear()
     weather.hold_next = True
-    crashed = start(["ask", question, "--thread", thread_id], env, cwd)
+    crashed = start_ferry("ask", question, "--thread", thread_id, env=env, cwd=cwd)
     counts: Counter[str] = Counter(trials=1)
     if not weather.arrived.wait(RUN_TIMEOUT_S):
         counts["setup_failed"] += 1
@@ -178,7 +168,10 @@ def double_resume(
     rejected, forecasts = len(openai.rejections), len(weather.requests_to("/v1/forecast"))
     model_calls = len(openai.chat_requests())
     extra = ["--wait"] if wait else []
-    resumes = [start(["resume", "--thread", thread_id, "--json", *extra], env, cwd) for _ in "ab"]
+    resumes = [
+        start_ferry("resume", "--thread", thread_id, "--json", *extra, env=env, cwd=cwd)
+        for _ in "ab"
+    ]
     results = [finish(p) for p in resumes]
     messages = stored_messages(env, cwd, thread_id)
     for code, _out, err in results:

@@ -69,7 +69,7 @@ def gate(
     can approve in this run (`can_approve`): a pause nobody answers would only stall the run,
     while a refusal lets the model answer without the call.
     """
-    mode = settings.exfiltration_guard
+    mode, listed = settings.exfiltration_guard, settings.approval_decisions
     guard = Guard(messages, {n for n, t in tools.items() if is_private(t)})
     result = Gate()
     for call in calls:
@@ -82,11 +82,9 @@ def gate(
                 else "that needs the user's approval, and no one can give it in this run"
             )
             result.refused.append(error_result(call, finding.refusal(why)))
-        elif finding or call["name"] in settings.approval_required:
+        elif finding or call["name"] in listed:
             result.held.append(call)
-            result.allowed[call["id"] or ""] = settings.approval_decisions.get(
-                call["name"], ALL_DECISIONS
-            )
+            result.allowed[call["id"] or ""] = listed.get(call["name"], ALL_DECISIONS)
             if finding:
                 result.reasons[call["id"] or ""] = finding.description()
     return result

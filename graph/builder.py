@@ -9,7 +9,7 @@ from contextlib import aclosing
 from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import convert_to_messages
+from langchain_core.messages import ToolMessage, convert_to_messages
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -70,7 +70,7 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
     def bulk_update_state(  # noqa: D102 - Pregel.bulk_update_state's own doc
         self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]
     ) -> RunnableConfig:
-        results = [r for step in supersteps for update in step for r in tool_results_in(update[0])]
+        results = _results_in(supersteps)
         if results:
             refuse_client_results(results, self.get_state(config))
         return super().bulk_update_state(config, supersteps)
@@ -78,7 +78,7 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
     async def abulk_update_state(  # noqa: D102 - Pregel.abulk_update_state's own doc
         self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]
     ) -> RunnableConfig:
-        results = [r for step in supersteps for update in step for r in tool_results_in(update[0])]
+        results = _results_in(supersteps)
         if results:
             refuse_client_results(results, await self.aget_state(config))
         return await super().abulk_update_state(config, supersteps)
@@ -87,6 +87,11 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
         """Whether this run reads and writes a stored thread (a saver and a thread id)."""
         thread_id = (config or {}).get("configurable", {}).get("thread_id")
         return isinstance(self.checkpointer, BaseCheckpointSaver) and thread_id is not None
+
+
+def _results_in(supersteps: Sequence[Sequence[StateUpdate]]) -> list[ToolMessage]:
+    """The tool results a client's state updates would write."""
+    return [r for step in supersteps for update in step for r in tool_results_in(update[0])]
 
 
 def _reads_thread(graph_input: Any) -> bool:
@@ -146,21 +151,13 @@ def _prepared(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any,
     # ("async"), which saves a step while the next one already runs.
     kwargs.pop("checkpoint_during", None)  # the deprecated spelling of durability
     kwargs["durability"] = "sync"
-    graph_input = args[0] if args else kwargs.get("input")
-    if isinstance(graph_input, dict) and graph_input.get("messages"):
-        given = graph_input["messages"]
-        messages = convert_to_messages(given if isinstance(given, list) else [given])
-        graph_input = {
-            **graph_input,
-            "messages": [
-                m if m.id else m.model_copy(update={"id": str(uuid.uuid4())}) for m in messages
-            ],
-        }
-        if args:
-            args = (graph_input, *args[1:])
-        else:
-            kwargs["input"] = graph_input
-    return args, kwargs
+    graph_input, _ = _input_and_config(args, kwargs)
+    if not (isinstance(graph_input, dict) and graph_input.get("messages")):
+        return args, kwargs
+    given = graph_input["messages"]
+    messages = convert_to_messages(given if isinstance(given, list) else [given])
+    with_ids = [m if m.id else m.model_copy(update={"id": str(uuid.uuid4())}) for m in messages]
+    return _with_input(args, kwargs, {**graph_input, "messages": with_ids})
 
 
 def _compile(

@@ -120,10 +120,24 @@ def _finish(store: LeaseStore, beat: _Heartbeat | None) -> None:
         store.close()
 
 
-def _log_wait(thread_id: str, holder: Holder, wait_s: float) -> None:
-    extra = {"event": "lease_wait", "thread_id": thread_id}
-    message = "thread %s is busy (%s); waiting up to %.0f s"
-    log.warning(message, thread_id, holder.describe(), wait_s, extra=extra)
+class _Wait:
+    """The polls of a busy thread: growing intervals, until the time allowed runs out."""
+
+    def __init__(self, thread_id: str, wait_s: float) -> None:
+        self._thread_id, self._wait_s = thread_id, wait_s
+        self._started, self._poll_s = time.monotonic(), _FIRST_POLL_S
+
+    def next_poll_s(self, holder: Holder) -> float:
+        """Seconds to sleep before trying again; raise `ThreadBusy` once the wait is over."""
+        waited = time.monotonic() - self._started
+        if waited + self._poll_s > self._wait_s:
+            raise ThreadBusy(self._thread_id, holder, waited if self._wait_s else 0.0)
+        if self._poll_s == _FIRST_POLL_S:
+            extra = {"event": "lease_wait", "thread_id": self._thread_id}
+            message = "thread %s is busy (%s); waiting up to %.0f s"
+            log.warning(message, self._thread_id, holder.describe(), self._wait_s, extra=extra)
+        poll_s, self._poll_s = self._poll_s, min(_LAST_POLL_S, self._poll_s * 1.5)
+        return poll_s
 
 
 @contextmanager
@@ -140,15 +154,9 @@ def thread_lease(
         return
     beat = None
     try:
-        wait_s, started, poll_s = _wait_s(config, settings), time.monotonic(), _FIRST_POLL_S
+        wait = _Wait(thread_id, _wait_s(config, settings))
         while isinstance(taken := _take_once(store, thread_id, settings), Holder):
-            waited = time.monotonic() - started
-            if waited + poll_s > wait_s:
-                raise ThreadBusy(thread_id, taken, waited if wait_s else 0.0)
-            if poll_s == _FIRST_POLL_S:
-                _log_wait(thread_id, taken, wait_s)
-            time.sleep(poll_s)
-            poll_s = min(_LAST_POLL_S, poll_s * 1.5)
+            time.sleep(wait.next_poll_s(taken))
         beat = taken
         yield
     finally:
@@ -169,17 +177,11 @@ async def athread_lease(
         return
     beat = None
     try:
-        wait_s, started, poll_s = _wait_s(config, settings), time.monotonic(), _FIRST_POLL_S
-        while isinstance(
+        wait = _Wait(thread_id, _wait_s(config, settings))
+        while isinstance(  # noqa: ASYNC110 - polls a lease another process holds; no event to await
             taken := await asyncio.to_thread(_take_once, store, thread_id, settings), Holder
         ):
-            waited = time.monotonic() - started
-            if waited + poll_s > wait_s:
-                raise ThreadBusy(thread_id, taken, waited if wait_s else 0.0)
-            if poll_s == _FIRST_POLL_S:
-                _log_wait(thread_id, taken, wait_s)
-            await asyncio.sleep(poll_s)
-            poll_s = min(_LAST_POLL_S, poll_s * 1.5)
+            await asyncio.sleep(wait.next_poll_s(taken))
         beat = taken
         yield
     finally:

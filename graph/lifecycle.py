@@ -60,6 +60,16 @@ def continuation(state: StateSnapshot) -> Command[Any] | None:
     return Command(update={"stop_reason": None}, goto="call_model")
 
 
+def run_has_work(state: StateSnapshot) -> bool:
+    """Whether a run without input would do anything on this thread.
+
+    Steps planned or saved (a kill right after a step's writes, before its checkpoint, leaves
+    them with nothing planned), an approval waiting, or an unfinished turn `continuation`
+    completes. `state.next` alone is empty after Ctrl-C or a kill mid-step.
+    """
+    return bool(state.next or state.tasks) or continuation(state) is not None
+
+
 def finished_results(state: StateSnapshot) -> list[StateUpdate]:
     """What the steps that finished before a run died wrote, to store ahead of new input.
 

@@ -33,7 +33,7 @@ from graph.prompt import for_model
 from graph.routing import ToolTask
 from graph.settings import Settings
 from graph.state import FerryState, StopReason, merge_messages
-from tools.settings import with_tool_settings
+from tools.settings import ToolSettings, with_tool_settings
 
 log = logging.getLogger("ferry.loop")
 
@@ -96,6 +96,11 @@ class AgentNodes:
     def tools_by_name(self) -> dict[str, BaseTool]:
         """The registry, by name."""
         return {tool.name: tool for tool in self.tools}
+
+    @cached_property
+    def tool_settings(self) -> ToolSettings:
+        """The part of the settings each tool call is handed."""
+        return self.settings.tool_settings()
 
     @cached_property
     def bound_model(self) -> Runnable[Any, Any]:
@@ -299,7 +304,7 @@ class AgentNodes:
             timeout = min(self.settings.tool_timeout_s, _seconds_left(self.settings, runtime))
             _log("tool call started", ids, "tool_start")
             started = time.monotonic()
-            handed = with_tool_settings(config, self.settings.tool_settings())
+            handed = with_tool_settings(config, self.tool_settings)
             status, content = run_call(tool, call, handed, timeout, self.settings.tool_timeout_s)
         duration_ms = round((time.monotonic() - started) * 1000)
         _log("tool call finished", ids, "tool_end", duration_ms=duration_ms, ferry_status=status)
@@ -322,13 +327,13 @@ class AgentNodes:
         The run's own saver records starts: the served graph is compiled without one, and the
         server hands each run its saver, so it is looked up per run, never at compile time.
         """
+        thread_id = config.get("configurable", {}).get("thread_id")
+        if (tool.metadata or {}).get("retry_safe", True) or not thread_id:
+            return False
         from graph.storage import RecordsStarts
         from graph.storage.internals import run_checkpointer
 
         saver = run_checkpointer(config)
-        thread_id = config.get("configurable", {}).get("thread_id")
-        if (tool.metadata or {}).get("retry_safe", True) or not thread_id:
-            return False
         if not isinstance(saver, RecordsStarts):
             return False
         return not saver.first_start(str(thread_id), call["id"] or "")

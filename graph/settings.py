@@ -46,7 +46,7 @@ class Settings(BaseSettings):
     # validate_default: the working directory, the default, may itself be `/`.
     files_root: Path = Field(default_factory=Path.cwd, validate_default=True)
     """The only folder `read_file` may read; never `/` or a system folder."""
-    files_allow_hardlinks: bool = False
+    files_allow_hardlinks: bool = ToolSettings.files_allow_hardlinks
     """Let `read_file` read files with several hard links (one may be a name for a secret)."""
     max_iterations: int = Field(default=10, ge=1)
     """Model calls per turn before a graceful stop."""
@@ -69,17 +69,17 @@ class Settings(BaseSettings):
     allowed: `read_file,web_search:approve|reject` (default: approve, edit, reject, respond)."""
     exfiltration_guard: str = Field(default="approve", pattern="^(approve|refuse|off)$")
     """Outbound calls quoting file content read earlier: ask a person, refuse, or let them run."""
-    tavily_url: str = "https://api.tavily.com"
+    tavily_url: str = ToolSettings.tavily_url
     """Tavily API base URL."""
-    search_max_chars: int = Field(default=4_000, ge=200)
+    search_max_chars: int = Field(default=ToolSettings.search_max_chars, ge=200)
     """Cap on the size of one web_search reply."""
-    geocoding_url: str = "https://geocoding-api.open-meteo.com/v1"
+    geocoding_url: str = ToolSettings.geocoding_url
     """Open-Meteo geocoding API base (`/search` is appended)."""
-    forecast_url: str = "https://api.open-meteo.com/v1"
+    forecast_url: str = ToolSettings.forecast_url
     """Open-Meteo forecast API base (`/forecast` is appended)."""
-    http_timeout_s: float = Field(default=10.0, gt=0)
+    http_timeout_s: float = Field(default=ToolSettings.http_timeout_s, gt=0)
     """Timeout of one HTTP request made by a tool."""
-    http_retry_total_s: float = Field(default=20.0, ge=0)
+    http_retry_total_s: float = Field(default=ToolSettings.http_retry_total_s, ge=0)
     """Total time a tool may spend retrying transient HTTP failures."""
     log_format: str = Field(default="text", pattern="^(text|json)$")
     """`text` or `json` log lines."""

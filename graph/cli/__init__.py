@@ -45,7 +45,3 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("FERRY_DEBUG") and not isinstance(exc, UsageError):
             return debug_traceback()
         return report_failure(exc, args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -66,10 +66,15 @@ def thread_config(thread_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id}}
 
 
+def _never_stored(state: Any) -> bool:
+    """Whether a thread's state is the empty one of a thread never stored."""
+    return not state.values and state.created_at is None
+
+
 def existing_state(graph: FerryGraph, thread_id: str) -> Any:
     """The thread's latest state; a one-line error if it was never stored."""
     state = graph.get_state(thread_config(thread_id))
-    if not state.values and state.created_at is None:
+    if _never_stored(state):
         raise UserError(f"unknown thread {thread_id!r} (see `ferry threads`)")
     return state
 
@@ -95,11 +100,17 @@ def _say(line: str) -> None:
 
 
 def run_to_stop(
-    graph: FerryGraph, graph_input: Any, thread_id: str, as_json: bool, note: str | None = None
+    graph: FerryGraph,
+    graph_input: Any,
+    thread_id: str,
+    as_json: bool,
+    note: str | None = None,
+    resumed_from: Any = None,
 ) -> int:
     """Run to the answer, a guard's stop, or a pause for approval, and report it.
 
     `note` goes to stderr once the run holds its thread (a run refused as busy prints only that).
+    `resumed_from` is the thread's state a resume starts from; its pending calls are announced.
     """
     from langgraph.types import Command
 
@@ -117,9 +128,11 @@ def run_to_stop(
     progress = Progress(out=None if as_json else sys.stdout)
     summary = RunSummary()
     on_start: Callable[[], None] = functools.partial(_say, note) if note else _nothing
-    if graph_input is None or isinstance(graph_input, Command):  # resumed: no note
-        before, decided = graph.get_state(config), isinstance(graph_input, Command)
-        on_start = functools.partial(announce_resumed_calls, before, progress, decided=decided)
+    if resumed_from is not None:
+        decided = isinstance(graph_input, Command)
+        on_start = functools.partial(
+            announce_resumed_calls, resumed_from, progress, decided=decided
+        )
     interactive = not as_json and sys.stdin.isatty()
     # A decision passed with the command is a person's; otherwise only a terminal can give one.
     config["configurable"][CAN_APPROVE] = interactive or isinstance(graph_input, Command)
@@ -161,8 +174,7 @@ def pick_thread(graph: FerryGraph, args: argparse.Namespace) -> str | None:
             raise UserError("no thread to continue yet: ask a question first")
         args.thread = threads[0]["thread_id"]
     elif args.thread:
-        state = graph.get_state(thread_config(args.thread))
-        if not state.values and state.created_at is None:
+        if _never_stored(graph.get_state(thread_config(args.thread))):
             return printable(f"thread {args.thread}: new thread") + "\n"
     else:
         args.thread = str(uuid.uuid4())
@@ -206,24 +218,17 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def has_unfinished_run(state: Any) -> bool:
-    """Whether `resume` has work: an unfinished turn in the stored messages, or a paused run.
+    """Whether `resume` has work (`graph.lifecycle.run_has_work`, imported when needed)."""
+    from graph.lifecycle import run_has_work
 
-    `state.next` alone is empty after Ctrl-C or a kill mid-step, although the turn is not done.
-    """
-    from graph.cli.render import pending_approvals_of
-    from graph.lifecycle import continuation
-
-    # Saved writes of a step (tasks with results) are replayed by a run without input, even
-    # when nothing is planned next (a kill right after the input's own step was written).
-    planned = bool(state.next) or any(task.result is not None for task in state.tasks)
-    return planned or continuation(state) is not None or bool(pending_approvals_of(state))
+    return run_has_work(state)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue an interrupted or crashed run from its last checkpoint."""
     from langgraph.types import Command
 
-    from graph.cli.render import pending_approvals_of
+    from graph.cli.render import RunSummary, json_report, pending_approvals_of
 
     with open_graph(args, need_model=True) as graph:
         state = existing_state(graph, args.thread)
@@ -235,24 +240,16 @@ def cmd_resume(args: argparse.Namespace) -> int:
                 {"type": "approve"} if args.approve else {"type": "reject", "message": args.reject}
             )
             resume = resume_all(pending, decision)
-            return run_to_stop(graph, Command(resume=resume), args.thread, args.json)
+            return run_to_stop(
+                graph, Command(resume=resume), args.thread, args.json, resumed_from=state
+            )
         if not has_unfinished_run(state):
-            if args.json:
-                values = state.values
-                print_json(
-                    {
-                        "thread_id": args.thread,
-                        "answer": "",
-                        "stop_reason": values.get("stop_reason"),
-                        "model_calls": 0,
-                        "tool_calls": [],
-                        "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
-                        "resumed": False,
-                    }
-                )
+            if args.json:  # the report of a run that did nothing
+                stopped = {"stop_reason": state.values.get("stop_reason")}
+                print_json({**json_report(args.thread, stopped, RunSummary()), "resumed": False})
             else:
                 sys.stderr.write(
                     f"thread {args.thread}: nothing to resume, its last run finished.\n"
                 )
             return 0
-        return run_to_stop(graph, None, args.thread, args.json)
+        return run_to_stop(graph, None, args.thread, args.json, resumed_from=state)

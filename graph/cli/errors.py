@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from graph.cli.agent import UsageError, UserError, print_json
+from graph.cli.terminal import printable
 
 _BASE_URL_SETTINGS = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
 
@@ -58,8 +59,6 @@ def classify(exc: BaseException) -> tuple[int, str, str]:
 
 def report_failure(exc: BaseException, args: argparse.Namespace | None) -> int:
     """Print the failure: one line on stderr, and with `--json` one object; its exit code."""
-    from graph.cli.terminal import printable
-
     code, kind, message = classify(exc)
     sys.stderr.write(printable(f"ferry: {message}") + "\n")
     if args is not None and getattr(args, "json", False):

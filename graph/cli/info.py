@@ -9,6 +9,9 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from graph.cli.agent import print_json
+from graph.cli.terminal import printable
+
 if TYPE_CHECKING:
     from graph.settings import Settings
 
@@ -74,8 +77,6 @@ def _plain(report: dict[str, Any]) -> list[str]:
 
 def cmd_info(args: argparse.Namespace) -> int:
     """Print the model, database, files root, tools and changed settings; check the database."""
-    from graph.cli.agent import print_json
-    from graph.cli.terminal import printable
     from graph.settings import get_settings
 
     report = gather(get_settings())
@@ -112,9 +113,6 @@ def tool_records() -> list[dict[str, Any]]:
 
 def cmd_tools(args: argparse.Namespace) -> int:
     """List every tool with its source and arguments."""
-    from graph.cli.agent import print_json
-    from graph.cli.terminal import printable
-
     records = tool_records()
     if args.json:
         print_json({"tools": records})

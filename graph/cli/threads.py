@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from graph.cli.agent import (
     UsageError,
@@ -16,6 +17,7 @@ from graph.cli.agent import (
     print_json,
     thread_config,
 )
+from graph.cli.terminal import printable
 
 if TYPE_CHECKING:
     from graph.settings import Settings
@@ -24,7 +26,6 @@ if TYPE_CHECKING:
 
 def cmd_history(args: argparse.Namespace) -> int:
     """Show every stored message of a thread (escaped for the terminal unless `--json`)."""
-    from graph.cli.terminal import printable
     from graph.storage.threads import message_record
 
     with open_graph(args, need_model=False) as graph:
@@ -47,7 +48,6 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_threads(args: argparse.Namespace) -> int:
     """List stored threads, most recently updated first."""
-    from graph.cli.terminal import printable
     from graph.settings import get_settings
     from graph.storage import database_name, open_saver
     from graph.storage.threads import list_threads
@@ -76,7 +76,7 @@ def _cutoff(text: str) -> datetime:
     return cutoff if cutoff.tzinfo else cutoff.replace(tzinfo=UTC)
 
 
-def _db_bytes(path: Any) -> int:
+def _db_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,16 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from graph.settings import get_settings
 from graph.storage.allowlist import NamesThreadOnRefusal
+from graph.storage.leases import main_file
 from graph.storage.serde import FerrySerializer, serializer
-from graph.storage.sqlite import OPENING_STATEMENTS, FerrySaver, connect
+from graph.storage.sqlite import (
+    DELETE_FERRY_ROWS,
+    FERRY_TABLES,
+    OPENING_STATEMENTS,
+    RECORD_START,
+    FerrySaver,
+    connect,
+)
 from graph.storage.started import RecordsStartsOnItsLoop
 
 
@@ -31,35 +39,44 @@ class AsyncFerrySaver(RecordsStartsOnItsLoop, NamesThreadOnRefusal, AsyncSqliteS
     async def afirst_start(self, thread_id: str, tool_call_id: str) -> bool:
         """Record that a call is starting; False if it had started before."""
         async with self.lock:
-            cursor = await self.conn.execute(
-                "INSERT OR IGNORE INTO ferry_started_calls VALUES (?, ?)", (thread_id, tool_call_id)
-            )
+            cursor = await self.conn.execute(RECORD_START, (thread_id, tool_call_id))
             await self.conn.commit()
             return cursor.rowcount == 1
 
+    async def setup(self) -> None:
+        """Create LangGraph's tables and Ferry's, as `FerrySaver.setup` does."""
+        await super().setup()
+        async with self.lock:
+            for statement in FERRY_TABLES:
+                await self.conn.execute(statement)
+            await self.conn.commit()
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete a thread (from Studio, say) with Ferry's rows for it, as `FerrySaver` does."""
+        await super().adelete_thread(thread_id)
+        async with self.lock:
+            for statement in DELETE_FERRY_ROWS:
+                await self.conn.execute(statement, (str(thread_id),))
+            await self.conn.commit()
+
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune as `FerrySaver.prune` does (what `langgraph.json`'s `checkpointer.ttl` runs)."""
-        rows = await (await self.conn.execute("PRAGMA database_list")).fetchall()
-        path = next(Path(row[2]) for row in rows if row[1] == "main")
+        path = main_file(await self.conn.execute_fetchall("PRAGMA database_list"))
+        if path is None:  # in memory: no other connection can reach its threads
+            return
         await self.conn.commit()  # let the other connection write
         await asyncio.to_thread(_prune_file, path, self.serde, list(thread_ids), strategy)
 
 
 def _prune_file(path: Path, serde: Any, thread_ids: list[str], strategy: str) -> None:
-    saver = FerrySaver(connect(path), serde=serde)
-    try:
-        saver.prune(thread_ids, strategy=strategy)
-    finally:
-        saver.conn.close()
+    with closing(connect(path)) as conn:
+        FerrySaver(conn, serde=serde).prune(thread_ids, strategy=strategy)
 
 
 def _upgrade_file(path: Path, serde: FerrySerializer) -> None:
     """Set up the file as the CLI would (its tables, integer versions upgraded)."""
-    saver = FerrySaver(connect(path), serde=serde)
-    try:
-        saver.setup()
-    finally:
-        saver.conn.close()
+    with closing(connect(path)) as conn:
+        FerrySaver(conn, serde=serde).setup()
 
 
 @asynccontextmanager

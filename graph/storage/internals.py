@@ -55,6 +55,7 @@ __all__ = [
     "DeltaChannelHistory",
     "DeltaSnapshot",
     "build_delta_channels_writes_history",
+    "run_checkpointer",
     "snapshot_possible_sql",
     "snapshot_value",
     "writes_have_task_path",

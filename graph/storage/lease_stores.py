@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from pathlib import Path
 
 from graph.storage.allowlist import NamesThreadOnRefusal
-from graph.storage.leases import LeaseStore, SqliteLeases, sqlite_file
+from graph.storage.leases import LeaseStore, SqliteLeases, main_file, sqlite_file
 from graph.storage.sqlite import FerrySaver
 
 
@@ -35,6 +34,6 @@ async def aleases_for(saver: object, timeout_s: float, *, holder: str) -> LeaseS
     if isinstance(saver, NamesThreadOnRefusal) and hasattr(conn, "execute_fetchall"):
         # The server's aiosqlite saver: the lease opens its own connection on the same file.
         rows = await conn.execute_fetchall("PRAGMA database_list")  # type: ignore[union-attr]  # checked just above
-        path = next((Path(row[2]) for row in rows if row[1] == "main" and row[2]), None)
+        path = main_file(rows)
         return None if path is None else SqliteLeases(path, timeout_s, holder=holder)
     return await asyncio.to_thread(leases_for, saver, timeout_s, holder=holder)

@@ -9,11 +9,11 @@ it with the connection, so a killed holder frees its thread at once.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import socket
 import sqlite3
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -171,13 +171,11 @@ class SqliteLeases:
             self._conn_or_none.close()
 
 
+def main_file(database_list: Iterable[Sequence[Any]]) -> Path | None:
+    """The main database's file among the rows of `PRAGMA database_list`; None in memory."""
+    return next((Path(row[2]) for row in database_list if row[1] == "main" and row[2]), None)
+
+
 def sqlite_file(conn: sqlite3.Connection) -> Path | None:
     """The file a connection's main database lives in; None in memory."""
-    rows = conn.execute("PRAGMA database_list").fetchall()
-    return next((Path(row[2]) for row in rows if row[1] == "main" and row[2]), None)
-
-
-def advisory_key(thread_id: str) -> int:
-    """The thread's advisory lock key: a signed 64-bit hash of its id."""
-    digest = hashlib.blake2b(thread_id.encode(), digest_size=8, person=b"ferry-lease").digest()
-    return int.from_bytes(digest, "big", signed=True)
+    return main_file(conn.execute("PRAGMA database_list"))

@@ -9,6 +9,7 @@ lease timeout. The holder and since when are in the connection's `application_na
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import time
@@ -18,7 +19,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from graph.storage.leases import Holder, advisory_key
+from graph.storage.leases import Holder
 
 _CONNECT_TIMEOUT_S = 10
 _NAME_PREFIX = "ferry-run"
@@ -36,6 +37,12 @@ def conninfo_of(saver: Any) -> str | None:
     if isinstance(conn, psycopg.Connection | psycopg.AsyncConnection):
         return make_conninfo(conn.info.dsn, password=conn.info.password)
     return None
+
+
+def advisory_key(thread_id: str) -> int:
+    """The thread's advisory lock key: a signed 64-bit hash of its id."""
+    digest = hashlib.blake2b(thread_id.encode(), digest_size=8, person=b"ferry-lease").digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def _parse_holder(name: str) -> Holder:

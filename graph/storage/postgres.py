@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager, contextmanager
 from graph.settings import ConfigError
 from graph.storage.allowlist import NamesThreadOnRefusal
 from graph.storage.serde import serializer
-from graph.storage.started import RecordsStartsOnItsLoop
+from graph.storage.started import STARTED_CALLS_TABLE, RecordsStartsOnItsLoop
 
 try:
     import psycopg
@@ -38,6 +38,7 @@ _CONNECT_TIMEOUT_S = 10
 # Several processes may start on a new database at once; its tables are created by one of them.
 _SETUP_LOCK = 0x6665_7272  # "ferr"
 _SETUP_WAIT_S = 60
+_RECORD_START = "INSERT INTO ferry_started_calls VALUES (%s, %s) ON CONFLICT DO NOTHING"
 _TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "ferry_started_calls")
 
 
@@ -56,6 +57,9 @@ def connect(url: str) -> psycopg.Connection[DictRow]:
         raise ConfigError(f"cannot connect to Postgres (FERRY_DATABASE_URL): {reason}") from exc
 
 
+_DELETE_STARTS = "DELETE FROM ferry_started_calls WHERE thread_id = %s"
+
+
 class FerryPostgresSaver(NamesThreadOnRefusal, PostgresSaver):
     """LangGraph's Postgres saver with Ferry's serializer, and its record of started calls."""
 
@@ -68,19 +72,12 @@ class FerryPostgresSaver(NamesThreadOnRefusal, PostgresSaver):
         """Create or migrate LangGraph's tables, and Ferry's."""
         super().setup()
         with self._cursor() as cur:
-            cur.execute(
-                "CREATE TABLE IF NOT EXISTS ferry_started_calls ("
-                "thread_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, "
-                "PRIMARY KEY (thread_id, tool_call_id))"
-            )
+            cur.execute(STARTED_CALLS_TABLE)
 
     def first_start(self, thread_id: str, tool_call_id: str) -> bool:
         """Record that a call is starting; False if it had started before."""
         with self._cursor() as cur:
-            cur.execute(
-                "INSERT INTO ferry_started_calls VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                (thread_id, tool_call_id),
-            )
+            cur.execute(_RECORD_START, (thread_id, tool_call_id))
             return cur.rowcount == 1
 
     def thread_ids(self) -> list[str]:
@@ -93,7 +90,7 @@ class FerryPostgresSaver(NamesThreadOnRefusal, PostgresSaver):
         """Delete a thread's checkpoints, writes and record of started calls."""
         super().delete_thread(thread_id)
         with self._cursor() as cur:
-            cur.execute("DELETE FROM ferry_started_calls WHERE thread_id = %s", (str(thread_id),))
+            cur.execute(_DELETE_STARTS, (str(thread_id),))
 
     def stored_bytes(self) -> int:
         """Disk space the threads take: Ferry's tables with their indexes and TOAST data."""
@@ -162,11 +159,20 @@ class AsyncFerryPostgresSaver(RecordsStartsOnItsLoop, NamesThreadOnRefusal, Asyn
     async def afirst_start(self, thread_id: str, tool_call_id: str) -> bool:
         """Record that a call is starting; False if it had started before."""
         async with self._cursor() as cur:
-            await cur.execute(
-                "INSERT INTO ferry_started_calls VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                (thread_id, tool_call_id),
-            )
+            await cur.execute(_RECORD_START, (thread_id, tool_call_id))
             return cur.rowcount == 1
+
+    async def setup(self) -> None:
+        """Create or migrate LangGraph's tables, and Ferry's."""
+        await super().setup()
+        async with self._cursor() as cur:
+            await cur.execute(STARTED_CALLS_TABLE)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete a thread (from Studio, say) with its record of started calls."""
+        await super().adelete_thread(thread_id)
+        async with self._cursor() as cur:
+            await cur.execute(_DELETE_STARTS, (str(thread_id),))
 
 
 def postgres_saver(url: str) -> FerryPostgresSaver:

@@ -32,6 +32,7 @@ from graph.storage import history
 from graph.storage.allowlist import NamesThreadOnRefusal, naming_thread
 from graph.storage.internals import DeltaChannelHistory, snapshot_value, writes_have_task_path
 from graph.storage.serde import FerrySerializer, serializer
+from graph.storage.started import STARTED_CALLS_TABLE
 from graph.storage.versions import CompactVersions, upgrade
 
 log = logging.getLogger("ferry.saver")
@@ -78,6 +79,8 @@ CREATE TABLE IF NOT EXISTS ferry_histories (
     PRIMARY KEY (thread_id, checkpoint_ns)
 ) WITHOUT ROWID"""
 
+RECORD_START = "INSERT OR IGNORE INTO ferry_started_calls VALUES (?, ?)"
+"""Record a tool call as started (nothing if it already was)."""
 
 OPENING_STATEMENTS = (
     # Pages that fit the typical 1-2 KB message rows (only a new file can choose its page size;
@@ -106,6 +109,15 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+FERRY_TABLES = (STARTED_CALLS_TABLE, SAVED_HISTORIES_TABLE)
+"""Ferry's own tables beside LangGraph's, created by every SQLite saver's setup."""
+DELETE_FERRY_ROWS = (
+    "DELETE FROM ferry_started_calls WHERE thread_id = ?",
+    "DELETE FROM ferry_histories WHERE thread_id = ?",
+)
+"""Ferry's own rows of a thread, deleted with its checkpoints by every SQLite saver."""
+
+
 class FerrySaver(NamesThreadOnRefusal, CompactVersions, SqliteSaver):
     """A SQLite saver that keeps rebuilt message histories, in memory and sparsely on disk.
 
@@ -125,21 +137,15 @@ class FerrySaver(NamesThreadOnRefusal, CompactVersions, SqliteSaver):
     def setup(self) -> None:
         """Create LangGraph's tables, Ferry's record of started calls and its saved histories."""
         super().setup()
-        self.conn.execute(
-            "CREATE TABLE IF NOT EXISTS ferry_started_calls ("
-            "thread_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, "
-            "PRIMARY KEY (thread_id, tool_call_id))"
-        )
-        self.conn.execute(SAVED_HISTORIES_TABLE)
+        for statement in FERRY_TABLES:
+            self.conn.execute(statement)
         self.conn.commit()
         upgrade(self.conn, self.serde)
 
     def first_start(self, thread_id: str, tool_call_id: str) -> bool:
         """Record that a call is starting; False if it had started before."""
         with self.cursor() as cur:
-            cur.execute(
-                "INSERT OR IGNORE INTO ferry_started_calls VALUES (?, ?)", (thread_id, tool_call_id)
-            )
+            cur.execute(RECORD_START, (thread_id, tool_call_id))
             return bool(cur.rowcount == 1)
 
     def thread_ids(self) -> list[str]:
@@ -236,8 +242,8 @@ class FerrySaver(NamesThreadOnRefusal, CompactVersions, SqliteSaver):
         """Delete a thread's checkpoints and writes, and forget its remembered histories."""
         super().delete_thread(thread_id)
         with self.cursor() as cur:
-            for table in ("ferry_started_calls", "ferry_histories"):
-                cur.execute(f"DELETE FROM {table} WHERE thread_id = ?", (str(thread_id),))
+            for statement in DELETE_FERRY_ROWS:
+                cur.execute(statement, (str(thread_id),))
         with self._histories_lock:
             for key in [k for k in self._histories if k[0] == str(thread_id)]:
                 del self._histories[key]
@@ -310,8 +316,3 @@ class FerrySaver(NamesThreadOnRefusal, CompactVersions, SqliteSaver):
             channels=channels,
         )
         return found
-
-    async def afirst_start(self, thread_id: str, tool_call_id: str) -> bool:
-        """`first_start`, off the event loop."""
-        started: bool = await asyncio.to_thread(self.first_start, thread_id, tool_call_id)
-        return started

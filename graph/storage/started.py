@@ -1,4 +1,4 @@
-"""Ferry's record of started calls on an async saver (the server's), for the sync tool node.
+"""Ferry's record of started calls: its table, and how an async saver writes it for the tool node.
 
 `execute_tool` is a sync node: in an async run (the server, `ainvoke`) LangGraph runs it in a
 worker thread, which waits here for the record to be written on the saver's own event loop.
@@ -7,6 +7,13 @@ worker thread, which waits here for the record to be written on the saver's own 
 from __future__ import annotations
 
 import asyncio
+
+STARTED_CALLS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS ferry_started_calls ("
+    "thread_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, "
+    "PRIMARY KEY (thread_id, tool_call_id))"
+)
+"""One row per tool call that has started, in SQLite and Postgres alike."""
 
 
 class RecordsStartsOnItsLoop:

@@ -13,9 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage
-from langchain_core.tools import ToolException, tool
 
 from graph import build_graph
 from graph.fence import fenced_data
@@ -24,23 +22,10 @@ from graph.prompt import SYSTEM_PROMPT
 from graph.settings import Settings
 from graph.storage import sqlite_saver
 from tests.support.cli_helpers import Ferry, ferry_env, history, one_json_object, succeeded
+from tests.support.lookup import CALLS, lookup
+from tests.support.providers import ANTHROPIC
 from tests.support.servers.anthropic import AnthropicServer, anthropic_answer, anthropic_tool_uses
 from tests.support.turns import ask
-
-CALLS: list[str] = []
-
-
-@tool
-def lookup(key: str) -> str:
-    """Look a key up.
-
-    Args:
-        key: what to look up.
-    """
-    CALLS.append(key)
-    if key == "missing":
-        raise ToolException(f"Key {key!r} not found; known keys are one letter long.")
-    return f"{key}={len(key)}"
 
 
 @pytest.fixture
@@ -52,14 +37,11 @@ def server() -> Iterator[AnthropicServer]:
 
 
 def make(server: AnthropicServer, db: Path, **settings: Any) -> Any:
-    model = ChatAnthropic(  # type: ignore[call-arg]  # mypy misreads the optional `stop` as required
-        model_name="claude-test",
-        base_url=server.url,
-        api_key="sk-ant-test",  # type: ignore[arg-type]  # pydantic coerces it to SecretStr
-        max_retries=0,
-    )
     return build_graph(
-        model=model, tools=[lookup], checkpointer=sqlite_saver(db), settings=Settings(**settings)
+        model=ANTHROPIC.model(server),
+        tools=[lookup],
+        checkpointer=sqlite_saver(db),
+        settings=Settings(**settings),
     )
 
 

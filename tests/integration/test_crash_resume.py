@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,49 +31,13 @@ from tests.support.cli_helpers import (
     tool_results,
     wait_until,
 )
-from tests.support.servers.base import Reply, Request
+from tests.support.held import HOLD_LIMIT_S, HeldForecastServer, held_step
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
-from tests.support.servers.openmeteo import OpenMeteoServer
 
 pytestmark = pytest.mark.timeout(90)
 
 QUESTION = "how much is 150 * 3, and what's the weather in Bogotá?"
 BOGOTA = "Bogotá, Bogota D.C., Colombia: 14.2 °C"
-HOLD_LIMIT_S = 30.0  # a held request gives up after this, so a failing test cannot hang
-
-
-class HeldForecastServer(OpenMeteoServer):
-    """Open-Meteo whose first forecast request waits until `release` is set."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.forecast_arrived = threading.Event()
-        self.release = threading.Event()
-        self._held = False
-
-    def handle(self, request: Request) -> Reply:
-        if request.path == "/v1/forecast":
-            with self._lock:
-                hold, self._held = not self._held, True
-            if hold:
-                self.forecast_arrived.set()
-                self.release.wait(HOLD_LIMIT_S)
-        return super().handle(request)
-
-    def __exit__(self, *exc: object) -> None:
-        self.release.set()
-        super().__exit__(*exc)
-
-
-def held_step(arrived: threading.Event, release: threading.Event, step: Any) -> Callable[..., Any]:
-    """A model-server script step that waits for `release` before replying with `step`."""
-
-    def play(_body: dict[str, Any]) -> Any:
-        arrived.set()
-        release.wait(HOLD_LIMIT_S)
-        return step
-
-    return play
 
 
 @pytest.fixture

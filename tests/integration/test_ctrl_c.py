@@ -19,9 +19,7 @@ from pathlib import Path
 import pytest
 from langchain_core.runnables import RunnableConfig
 
-from tests.integration.test_crash_resume import HOLD_LIMIT_S, HeldForecastServer, held_step
 from tests.support.cli_helpers import (
-    FERRY,
     Ferry,
     assert_every_call_answered_in_place,
     ferry_env,
@@ -32,6 +30,7 @@ from tests.support.cli_helpers import (
     tool_results,
     wait_until,
 )
+from tests.support.held import HOLD_LIMIT_S, HeldForecastServer, held_step
 from tests.support.servers.openai import (
     OpenAIServer,
     openai_answer,
@@ -175,16 +174,7 @@ def test_ctrl_c_mid_stream_then_resume_answers_once(
 
 def test_ctrl_c_at_the_idle_chat_prompt_exits_quietly(tmp_path: Path) -> None:
     env = ferry_env(tmp_path)
-    process = subprocess.Popen(
-        [*FERRY, "chat"],
-        env=env,
-        cwd=tmp_path,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        encoding="utf-8",
-    )
+    process = start_ferry("chat", env=env, cwd=tmp_path, stdin=subprocess.PIPE)
     assert process.stdout is not None
     try:
         assert process.stdout.read(5) == "you> "  # waiting for a question

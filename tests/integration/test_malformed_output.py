@@ -22,6 +22,7 @@ from graph.guards import MAX_ARGUMENTS_CHARS
 from graph.models.calls import ReplyCutShort, cut_short
 from graph.settings import Settings
 from graph.storage import sqlite_saver
+from tests.support.lookup import CALLS, lookup
 from tests.support.servers.base import Reply
 from tests.support.servers.openai import (
     OpenAIServer,
@@ -34,23 +35,11 @@ from tests.support.turns import ask
 
 pytestmark = pytest.mark.timeout(60)
 
-CALLS: list[str] = []
 CONFIG: Any = {"configurable": {"thread_id": "t1"}}
 
 
 class Crash(BaseException):
     """Ends the run mid-tool the way a kill would: nothing catches it."""
-
-
-@tool
-def lookup(key: str) -> str:
-    """Look a key up.
-
-    Args:
-        key: what to look up.
-    """
-    CALLS.append(key)
-    return f"{key}={len(key)}"
 
 
 @tool

@@ -13,26 +13,14 @@ from typing import Any
 
 import pytest
 from langchain_core.tools import tool
-from langchain_openai import ChatOpenAI
 
 from graph import build_graph
 from graph.settings import Settings
 from graph.storage import sqlite_saver
+from tests.support.lookup import CALLS, lookup
+from tests.support.providers import OPENAI
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
 from tests.support.turns import ask
-
-CALLS: list[str] = []
-
-
-@tool
-def lookup(key: str) -> str:
-    """Look a key up.
-
-    Args:
-        key: what to look up.
-    """
-    CALLS.append(key)
-    return f"{key}={len(key)}"
 
 
 @tool
@@ -55,15 +43,8 @@ def server() -> Iterator[OpenAIServer]:
 
 def make(server: OpenAIServer, db: Path, **settings: Any) -> Any:
     """The graph with the real ChatOpenAI client pointed at the test server."""
-    model = ChatOpenAI(
-        model="gpt-4.1-mini",
-        base_url=server.url + "/v1",
-        api_key="sk-test-loop",  # type: ignore[arg-type]
-        max_retries=0,
-        stream_usage=True,
-    )
     return build_graph(
-        model=model,
+        model=OPENAI.model(server),
         tools=[lookup, fetch_page],
         checkpointer=sqlite_saver(db),
         settings=Settings(**settings),

@@ -21,30 +21,16 @@ from langchain_core.messages import (
     HumanMessage,
     ToolMessage,
 )
-from langchain_core.tools import BaseTool, ToolException, tool
+from langchain_core.tools import BaseTool
 
 from graph.fence import fenced_data
 from graph.guards import turn_counters
 from graph.storage import sqlite_saver
 from tests.support.fixtures import Agent
+from tests.support.lookup import CALLS, lookup
 from tests.support.providers import PROVIDERS, Item, Provider
 from tests.support.servers.scripted import ScriptedServer
 from tests.support.turns import ask
-
-CALLS: list[str] = []
-
-
-@tool
-def lookup(key: str) -> str:
-    """Look a key up.
-
-    Args:
-        key: what to look up.
-    """
-    CALLS.append(key)
-    if key == "missing":
-        raise ToolException(f"Key {key!r} not found; known keys are one letter long.")
-    return f"{key}={len(key)}"
 
 
 @pytest.fixture(params=PROVIDERS, ids=lambda p: p.name)

@@ -129,13 +129,15 @@ def run_command(
     )
 
 
-def start_ferry(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+def start_ferry(
+    *args: str, env: dict[str, str], cwd: Path, stdin: int = subprocess.DEVNULL
+) -> subprocess.Popen[str]:
     """Start `ferry ARGS…` in the background (to kill it mid-run)."""
     return subprocess.Popen(
         [*FERRY, *args],
         env=env,
         cwd=cwd,
-        stdin=subprocess.DEVNULL,
+        stdin=stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

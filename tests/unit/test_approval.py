@@ -23,7 +23,7 @@ from langchain.agents.middleware.human_in_the_loop import (
     ReviewConfig,
 )
 from langchain_core.messages import AIMessage, ToolMessage
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import BaseTool
 from langgraph.types import Command
 from pydantic import TypeAdapter
 
@@ -31,33 +31,11 @@ from graph import approval
 from graph.cli.agent import ask_decisions
 from graph.settings import ConfigError, get_settings
 from tests.support.cli_helpers import Ferry
+from tests.support.file_tools import RUNS, delete_file, peek
 from tests.support.fixtures import Agent, Scripted
 from tests.support.scripted import ScriptedModel, answer, parallel, tool_call
 
-RUNS: list[str] = []
 CONFIG: Any = {"configurable": {"thread_id": "t1"}}
-
-
-@tool
-def delete_file(path: str) -> str:
-    """Delete a file.
-
-    Args:
-        path: the file.
-    """
-    RUNS.append(f"delete {path}")
-    return f"deleted {path}"
-
-
-@tool
-def peek(path: str) -> str:
-    """Look at a file.
-
-    Args:
-        path: the file.
-    """
-    RUNS.append(f"peek {path}")
-    return f"contents of {path}"
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, StateUpdate
 
@@ -21,25 +20,14 @@ from graph import build_graph
 from graph.approval import UNDECIDED
 from graph.provenance import ClientToolResultError
 from graph.settings import Settings
+from tests.support.file_tools import RUNS, delete_file
 from tests.support.scripted import ScriptedModel, answer, tool_call
 
-RUNS: list[str] = []
 CONFIG: Any = {"configurable": {"thread_id": "t1"}}
 AWAITING = (
     "tool call call_1 (delete_file) is awaiting approval; resume with a decision instead of "
     "sending its result"
 )
-
-
-@tool
-def delete_file(path: str) -> str:
-    """Delete a file.
-
-    Args:
-        path: the file.
-    """
-    RUNS.append(f"delete {path}")
-    return f"deleted {path}"
 
 
 @pytest.fixture(autouse=True)
