@@ -31,52 +31,13 @@ from graph.models import make_model
 from graph.models.calls import ModelTimeout, ReplyCutShort, cut_short, invoke_within
 from graph.prompt import for_model
 from graph.routing import ToolTask
+from graph.run import CAN_APPROVE, RunContext, emit, run_ids, seconds_left
 from graph.settings import Settings
 from graph.state import FerryState, StopReason, merge_messages
 from tools.settings import ToolSettings, with_tool_settings
 
 log = logging.getLogger("ferry.loop")
-
-
-CAN_APPROVE = "ferry_can_approve"
-"""`configurable` key: False when no person can answer an approval prompt during this run.
-
-The CLI sets it (`--json` or no terminal, and no decision given); Python and server runs
-default to True, since their caller sees the interrupt and can resume with a decision.
-"""
-
-
-@dataclass
-class RunContext:
-    """Per-invocation facts: its id (for logs) and when it started (for the time budget).
-
-    It is the graph's context schema, so its fields are what a caller may set (Studio shows
-    them); the start is not a field, or a caller could move it and escape the time budget.
-    """
-
-    run_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    """Names this invocation in every log line; a new UUID unless given."""
-
-    def __post_init__(self) -> None:
-        """Start the invocation's clock."""
-        self.started_at: float = time.monotonic()
-
-
-def _ids(config: RunnableConfig, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    context = runtime.context or RunContext()
-    return {"thread_id": config.get("configurable", {}).get("thread_id"), "run_id": context.run_id}
-
-
-def _log(
-    message: str, ids: dict[str, Any], event: str, level: int = logging.INFO, **fields: Any
-) -> None:
-    """One log line with the run's ids; structured fields go to JSON logs."""
-    log.log(level, message, extra={**ids, "event": event, **fields})
-
-
-def _seconds_left(settings: Settings, runtime: Runtime[RunContext]) -> float:
-    started = runtime.context.started_at if runtime.context else time.monotonic()
-    return started + settings.time_budget_s - time.monotonic()
+__all__ = ["CAN_APPROVE", "AgentNodes", "RunContext"]
 
 
 @dataclass
@@ -117,13 +78,13 @@ class AgentNodes:
         update: dict[str, Any] = (
             {"stop_reason": None} if isinstance(messages[-1], HumanMessage) else {}
         )
-        ids = _ids(config, runtime)
+        ids = run_ids(config, runtime)
         repairs = self._repairs(messages)
         for result in repairs:
-            _log(
+            emit(
                 "repaired an unanswered tool call", ids, "repair", tool_call_id=result.tool_call_id
             )
-        if _seconds_left(self.settings, runtime) <= 0:
+        if seconds_left(self.settings, runtime) <= 0:
             return self._stop(guards.turn_counters(messages), update, repairs, "time_budget", ids)
         prompt = for_model(merge_messages(messages, repairs), self.settings.context_tokens)
         reply = self._complete_reply(prompt, config, runtime, ids)
@@ -150,21 +111,21 @@ class AgentNodes:
             ReplyCutShort: Both replies were cut short.
         """
         for _attempt in range(2):
-            seconds = _seconds_left(self.settings, runtime)
+            seconds = seconds_left(self.settings, runtime)
             if seconds <= 0:
                 return None
             started = time.monotonic()
             try:
                 reply = invoke_within(self.bound_model, prompt, config, seconds)
             except ModelTimeout:
-                _log("model call abandoned: time budget", ids, "model_timeout", logging.WARNING)
+                emit("model call abandoned: time budget", ids, "model_timeout", logging.WARNING)
                 return None
             duration_ms = round((time.monotonic() - started) * 1000)
             calls = len(reply.tool_calls) + len(reply.invalid_tool_calls)
-            _log("model call", ids, "model_call", duration_ms=duration_ms, ferry_calls=calls)
+            emit("model call", ids, "model_call", duration_ms=duration_ms, ferry_calls=calls)
             if not cut_short(reply):
                 return reply
-            _log("model reply cut short", ids, "model_cut_short", logging.WARNING)
+            emit("model reply cut short", ids, "model_cut_short", logging.WARNING)
         raise ReplyCutShort(
             "The model's reply was cut short twice (its stream ended without a finish reason); "
             "nothing of it was stored or run. Resume the thread to ask again."
@@ -201,7 +162,7 @@ class AgentNodes:
         ids: dict[str, Any],
     ) -> dict[str, Any]:
         """End the turn: answer `before`'s calls, then a final message saying why."""
-        _log(f"guard fired: {reason}", ids, "guard", logging.WARNING, ferry_reason=reason)
+        emit(f"guard fired: {reason}", ids, "guard", logging.WARNING, ferry_reason=reason)
         update["messages"] = [*before, guards.stop_message(reason, counters)]
         update["stop_reason"] = reason
         return update
@@ -213,7 +174,7 @@ class AgentNodes:
         reply = state["messages"][-1]
         if not isinstance(reply, AIMessage) or not guards.all_calls(reply):
             return {"stop_reason": state.get("stop_reason") or "answered"}
-        ids = _ids(config, runtime)
+        ids = run_ids(config, runtime)
         reason = self._budget_exceeded(state, runtime)
         if reason:
             not_run = [
@@ -236,7 +197,7 @@ class AgentNodes:
             messages=state["messages"],
         )
         for result in refused:
-            _log("refused a tool call", ids, "refused", tool_call_id=result.tool_call_id)
+            emit("refused a tool call", ids, "refused", tool_call_id=result.tool_call_id)
         written = self._gated(reply, refused, state["messages"], config, ids)
         return {"messages": written} if written else {}
 
@@ -260,9 +221,9 @@ class AgentNodes:
         # The ids only: the quoted fragment may be the very secret, and logs travel.
         for result in gate.refused:
             message = "exfiltration guard refused a call"
-            _log(message, ids, "exfiltration", logging.WARNING, tool_call_id=result.tool_call_id)
+            emit(message, ids, "exfiltration", logging.WARNING, tool_call_id=result.tool_call_id)
         for call_id in gate.reasons:
-            _log("exfiltration guard held a call", ids, "exfiltration", tool_call_id=call_id)
+            emit("exfiltration guard held a call", ids, "exfiltration", tool_call_id=call_id)
         written: list[AnyMessage] = [*refused, *gate.refused]
         if gate.held:
             edited, rejected = approval.decide(reply, gate)
@@ -278,7 +239,7 @@ class AgentNodes:
         budget = self.settings.token_budget
         if budget and turn["usage"]["total_tokens"] >= budget:
             return "token_budget"
-        if _seconds_left(self.settings, runtime) <= 0:
+        if seconds_left(self.settings, runtime) <= 0:
             return "time_budget"
         return None
 
@@ -287,10 +248,10 @@ class AgentNodes:
     ) -> dict[str, Any]:
         """Run one tool call within its timeout and the run's time left; always answer it."""
         call = task["call"]
-        ids = {**_ids(config, runtime), "tool_call_id": call["id"], "tool": call["name"]}
+        ids = {**run_ids(config, runtime), "tool_call_id": call["id"], "tool": call["name"]}
         tool = self.tools_by_name.get(call["name"])
         if tool is None:  # checked under another tool list, resumed under this one
-            _log("refused a tool call", ids, "refused", logging.WARNING)
+            emit("refused a tool call", ids, "refused", logging.WARNING)
             text = guards.unknown_tool(call["name"], list(self.tools_by_name))
             return {"messages": [guards.error_result(call, text)]}
         if self._started_before(tool, call, config):
@@ -301,13 +262,13 @@ class AgentNodes:
             )
             return {"messages": [guards.error_result(call, text)]}
         with self._slots:
-            timeout = min(self.settings.tool_timeout_s, _seconds_left(self.settings, runtime))
-            _log("tool call started", ids, "tool_start")
+            timeout = min(self.settings.tool_timeout_s, seconds_left(self.settings, runtime))
+            emit("tool call started", ids, "tool_start")
             started = time.monotonic()
             handed = with_tool_settings(config, self.tool_settings)
             status, content = run_call(tool, call, handed, timeout, self.settings.tool_timeout_s)
         duration_ms = round((time.monotonic() - started) * 1000)
-        _log("tool call finished", ids, "tool_end", duration_ms=duration_ms, ferry_status=status)
+        emit("tool call finished", ids, "tool_end", duration_ms=duration_ms, ferry_status=status)
         result = ToolMessage(
             redact(content),
             tool_call_id=call["id"] or "",

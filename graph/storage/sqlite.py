@@ -7,21 +7,16 @@ writes; `FerrySaver` remembers rebuilt histories so the next turn replays only w
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
-    CheckpointTuple,
     get_checkpoint_id,
 )
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -30,6 +25,7 @@ from langgraph.types import Overwrite
 from graph.state import fold_messages
 from graph.storage import history
 from graph.storage.allowlist import NamesThreadOnRefusal, naming_thread
+from graph.storage.in_threads import AsyncInThreads
 from graph.storage.internals import DeltaChannelHistory, snapshot_value, writes_have_task_path
 from graph.storage.serde import FerrySerializer, serializer
 from graph.storage.started import STARTED_CALLS_TABLE
@@ -118,7 +114,7 @@ DELETE_FERRY_ROWS = (
 """Ferry's own rows of a thread, deleted with its checkpoints by every SQLite saver."""
 
 
-class FerrySaver(NamesThreadOnRefusal, CompactVersions, SqliteSaver):
+class FerrySaver(NamesThreadOnRefusal, AsyncInThreads, CompactVersions, SqliteSaver):
     """A SQLite saver that keeps rebuilt message histories, in memory and sparsely on disk.
 
     A checkpoint never changes once written, so the history rebuilt at a checkpoint stays true.
@@ -247,72 +243,3 @@ class FerrySaver(NamesThreadOnRefusal, CompactVersions, SqliteSaver):
         with self._histories_lock:
             for key in [k for k in self._histories if k[0] == str(thread_id)]:
                 del self._histories[key]
-
-    # The async side: each call runs the sync one in a worker thread. The sync saver already
-    # serialises its connection with its lock, so this is all `ainvoke`, `astream` and
-    # `aget_state` need, and the event loop never waits on SQLite.
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """`get_tuple`, off the event loop."""
-        return await asyncio.to_thread(self.get_tuple, config)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,  # noqa: A002 - the saver interface's name
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """`list`, off the event loop (read whole, as the sync saver reads it)."""
-        found = await asyncio.to_thread(
-            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
-        )
-        for item in found:
-            yield item
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """`put`, off the event loop."""
-        saved: RunnableConfig = await asyncio.to_thread(
-            self.put,
-            config,
-            checkpoint,
-            metadata,
-            new_versions,
-        )
-        return saved
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """`put_writes`, off the event loop."""
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        """`delete_thread`, off the event loop."""
-        await asyncio.to_thread(self.delete_thread, thread_id)
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """`prune`, off the event loop."""
-        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        """`get_delta_channel_history`, off the event loop."""
-        found: Mapping[str, DeltaChannelHistory] = await asyncio.to_thread(
-            self.get_delta_channel_history,
-            config=config,
-            channels=channels,
-        )
-        return found
