@@ -1,17 +1,30 @@
-"""Running one tool call: timeout, and every failure turned into words the model can act on."""
+"""Running one tool call as LangGraph's `ToolNode` does, within a timeout; failures in words.
+
+`ToolNode` gives tools the whole LangChain protocol: the call's id and the graph state injected
+(`InjectedToolCallId`, `InjectedState`, `ToolRuntime`), async-only tools, `content_and_artifact`
+results, `interrupt()` and `Command` returns. Ferry keeps around it what `ToolNode` leaves to
+its caller: the timeout, the texts the model reads when a call fails, and what is stored.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
-import json
 import threading
-from collections.abc import Callable
-from typing import Any, Literal
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
 
-from langchain_core.messages import ToolCall
+from langchain_core.messages import ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, ToolException
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from langgraph.errors import GraphBubbleUp
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolInvocationError
+from langgraph.types import Command
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails, to_jsonable_python
 
 from graph.log import redact
 
@@ -46,50 +59,123 @@ def run_with_timeout(fn: Callable[[], Any], timeout_s: float) -> Any:
     return outcome["value"]
 
 
-def as_text(value: Any) -> str:
-    """Tool output as the string content a provider accepts."""
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)
+def _async_only(tool: BaseTool) -> bool:
+    """Whether a tool has a coroutine and no function (what MCP adapters make, for one)."""
+    return isinstance(tool, StructuredTool) and tool.func is None and tool.coroutine is not None
+
+
+def _through_tool_node(
+    node: ToolNode, tool: BaseTool, call: ToolCall, config: RunnableConfig
+) -> Any:
+    """The call run as LangGraph's `ToolNode` runs it: the whole call, injections, artifacts.
+
+    Given the call alone, `ToolNode` reads the graph state from the running task when a tool
+    asks for it (`InjectedState`, `ToolRuntime`), so the state is not stored with each task.
+    An async-only tool runs on an event loop of its own in this (worker) thread, so it works in
+    sync runs too.
+    """
+    calls = [ToolCall(name=call["name"], args=call["args"], id=call["id"], type="tool_call")]
+    if _async_only(tool):
+        return asyncio.run(node.ainvoke(calls, config))
+    return node.invoke(calls, config)
 
 
 def run_call(
-    tool: BaseTool, call: ToolCall, config: RunnableConfig, timeout_s: float, limit_s: float
-) -> tuple[Literal["success", "error"], str]:
-    """Run one call within `timeout_s`; every failure becomes text the model can act on.
+    node: ToolNode,
+    tool: BaseTool,
+    call: ToolCall,
+    config: RunnableConfig,
+    timeout_s: float,
+    limit_s: float,
+) -> Any:
+    """Run one call within `timeout_s`: `ToolNode`'s output, or the text of what went wrong.
 
     `limit_s` is the per-call timeout: a shorter `timeout_s` means the run's time budget is
-    what ran out.
+    what ran out. An `interrupt()` inside the tool is not a failure: it pauses the run.
     """
     try:
-        return "success", as_text(
-            run_with_timeout(lambda: tool.invoke(call["args"], config), timeout_s)
-        )
+        return run_with_timeout(lambda: _through_tool_node(node, tool, call, config), timeout_s)
     except ToolTimeout:
         if timeout_s < limit_s:
-            return (
-                "error",
-                f"Not finished: the run's time budget ran out while {tool.name} was running.",
-            )
-        return "error", (
+            return f"Not finished: the run's time budget ran out while {tool.name} was running."
+        return (
             f"{tool.name} timed out after {limit_s:g} s (FERRY_TOOL_TIMEOUT_S). "
             "Try again later or with a simpler request."
         )
+    except GraphBubbleUp:
+        raise
     except Exception as exc:  # noqa: BLE001 - every failure becomes a result the model reads
-        return "error", describe_failure(tool, exc)
+        return describe_failure(tool, exc)
+
+
+def results_of(output: Any, call: ToolCall, duration_ms: int) -> tuple[list[Any], str]:
+    """The node's updates from `run_call`'s output, each result made ready to store; its status.
+
+    Every result gets a random id (the fence value derives from it), its content redacted, its
+    artifact as plain data (stored values load only Ferry's types), and the call's duration.
+    A tool's `Command` keeps its other updates and its `goto`.
+    """
+    if isinstance(output, str):  # what went wrong
+        output = {"messages": [ToolMessage(output, tool_call_id=call["id"] or "", status="error")]}
+    updates = output if isinstance(output, list) else [output]
+    status = "success"
+    ready: list[Any] = []
+    for update in updates:
+        values = update.update if isinstance(update, Command) else update
+        if not isinstance(values, dict) or "messages" not in values:
+            ready.append(update)
+            continue
+        messages = [_stored(m, call, duration_ms) for m in values["messages"]]
+        for message in messages:
+            if isinstance(message, ToolMessage) and message.tool_call_id == call["id"]:
+                status = message.status
+        values = {**values, "messages": messages}
+        ready.append(replace(update, update=values) if isinstance(update, Command) else values)
+    return ready, status
+
+
+def node_output(updates: list[Any]) -> dict[str, Any] | list[Any]:
+    """The updates as a node returns them: one dict, or a list only when it holds a `Command`."""
+    if any(isinstance(update, Command) for update in updates):
+        return updates
+    merged: dict[str, Any] = {}
+    for update in updates:
+        merged.update(update)
+    return merged
+
+
+def _stored(message: Any, call: ToolCall, duration_ms: int) -> Any:
+    if not isinstance(message, ToolMessage):
+        return message
+    content = message.content
+    return message.model_copy(
+        update={
+            "content": redact(content) if isinstance(content, str) else _redacted(content),
+            "name": message.name or call["name"],
+            "id": str(uuid.uuid4()),
+            "artifact": to_jsonable_python(message.artifact, fallback=repr),
+            "response_metadata": {**message.response_metadata, "duration_ms": duration_ms},
+        }
+    )
+
+
+def _redacted(blocks: list[Any]) -> list[Any]:
+    return [
+        redact(b)
+        if isinstance(b, str)
+        else {**b, "text": redact(str(b["text"]))}
+        if isinstance(b, dict) and b.get("type") == "text" and "text" in b
+        else b
+        for b in blocks
+    ]
 
 
 def describe_failure(tool: BaseTool, exc: BaseException) -> str:
     """An instructive error text for the model, never a traceback, never a secret."""
-    if isinstance(exc, ValidationError):
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in error['loc']) or 'arguments'}: {error['msg']}"
-            for error in exc.errors()
-        )
-        text = f"Invalid arguments for {tool.name}: {problems}. Fix the arguments and call again."
+    if isinstance(exc, ToolInvocationError):  # `ToolNode`'s: injected arguments left out
+        text = _invalid_arguments(tool, exc.filtered_errors or exc.source.errors())
+    elif isinstance(exc, ValidationError):
+        text = _invalid_arguments(tool, exc.errors())
     elif isinstance(exc, ToolException):
         text = str(exc) or f"{tool.name} failed."
     else:
@@ -98,3 +184,11 @@ def describe_failure(tool: BaseTool, exc: BaseException) -> str:
             "Try different arguments, another tool, or answer with what you know."
         )
     return redact(text)
+
+
+def _invalid_arguments(tool: BaseTool, errors: Sequence[ErrorDetails]) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in error['loc']) or 'arguments'}: {error['msg']}"
+        for error in errors
+    )
+    return f"Invalid arguments for {tool.name}: {problems}. Fix the arguments and call again."

@@ -17,16 +17,16 @@ from langchain_core.messages import (
     AnyMessage,
     BaseMessage,
     HumanMessage,
-    ToolCall,
     ToolMessage,
 )
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
+from langgraph.errors import GraphBubbleUp
+from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 
-from graph import approval, guards
-from graph.execution import run_call
-from graph.log import redact
+from graph import approval, guards, side_effects
+from graph.execution import node_output, results_of, run_call
 from graph.models import make_model
 from graph.models.calls import ModelTimeout, ReplyCutShort, cut_short, invoke_within
 from graph.prompt import for_model
@@ -57,6 +57,11 @@ class AgentNodes:
     def tools_by_name(self) -> dict[str, BaseTool]:
         """The registry, by name."""
         return {tool.name: tool for tool in self.tools}
+
+    @cached_property
+    def tool_node(self) -> ToolNode:
+        """LangGraph's tool runner; failures come back as exceptions, for Ferry's own texts."""
+        return ToolNode(self.tools, handle_tool_errors=False)
 
     @cached_property
     def tool_settings(self) -> ToolSettings:
@@ -245,7 +250,7 @@ class AgentNodes:
 
     def execute_tool(
         self, task: ToolTask, config: RunnableConfig, runtime: Runtime[RunContext]
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | list[Any]:
         """Run one tool call within its timeout and the run's time left; always answer it."""
         call = task["call"]
         ids = {**run_ids(config, runtime), "tool_call_id": call["id"], "tool": call["name"]}
@@ -254,47 +259,24 @@ class AgentNodes:
             emit("refused a tool call", ids, "refused", logging.WARNING)
             text = guards.unknown_tool(call["name"], list(self.tools_by_name))
             return {"messages": [guards.error_result(call, text)]}
-        if self._started_before(tool, call, config):
-            text = (
-                f"{call['name']} was cut short by a crash and is not re-run automatically: it "
-                "declares side effects (retry_safe=False). Check whether it took effect before "
-                "calling it again."
-            )
+        if side_effects.started_before(tool, call, config):
+            text = side_effects.NOT_RERUN.format(tool=tool.name)
             return {"messages": [guards.error_result(call, text)]}
         with self._slots:
             timeout = min(self.settings.tool_timeout_s, seconds_left(self.settings, runtime))
             emit("tool call started", ids, "tool_start")
             started = time.monotonic()
             handed = with_tool_settings(config, self.tool_settings)
-            status, content = run_call(tool, call, handed, timeout, self.settings.tool_timeout_s)
+            try:
+                output = run_call(
+                    self.tool_node, tool, call, handed, timeout, self.settings.tool_timeout_s
+                )
+            except GraphBubbleUp:  # the tool called interrupt(): it runs again when resumed
+                side_effects.forget_start(tool, call, config)
+                raise
         duration_ms = round((time.monotonic() - started) * 1000)
+        updates, status = results_of(output, call, duration_ms)
         emit("tool call finished", ids, "tool_end", duration_ms=duration_ms, ferry_status=status)
-        result = ToolMessage(
-            redact(content),
-            tool_call_id=call["id"] or "",
-            name=call["name"],
-            status=status,
-            id=str(uuid.uuid4()),
-            response_metadata={"duration_ms": duration_ms},
-        )
-        update: dict[str, Any] = {"messages": [result]}
         if status == "error" or task["failures"]:  # a success only matters after failures
-            update["tool_failures"] = {call["name"]: status == "success"}
-        return update
-
-    def _started_before(self, tool: BaseTool, call: ToolCall, config: RunnableConfig) -> bool:
-        """Whether a tool that must not run twice already started this call (then crashed).
-
-        The run's own saver records starts: the served graph is compiled without one, and the
-        server hands each run its saver, so it is looked up per run, never at compile time.
-        """
-        thread_id = config.get("configurable", {}).get("thread_id")
-        if (tool.metadata or {}).get("retry_safe", True) or not thread_id:
-            return False
-        from graph.storage import RecordsStarts
-        from graph.storage.internals import run_checkpointer
-
-        saver = run_checkpointer(config)
-        if not isinstance(saver, RecordsStarts):
-            return False
-        return not saver.first_start(str(thread_id), call["id"] or "")
+            updates.append({"tool_failures": {call["name"]: status == "success"}})
+        return node_output(updates)

@@ -25,6 +25,7 @@ from graph.storage.serde import FerrySerializer, serializer
 from graph.storage.sqlite import (
     DELETE_FERRY_ROWS,
     FERRY_TABLES,
+    FORGET_START,
     OPENING_STATEMENTS,
     RECORD_START,
     FerrySaver,
@@ -42,6 +43,12 @@ class AsyncFerrySaver(RecordsStartsOnItsLoop, NamesThreadOnRefusal, AsyncSqliteS
             cursor = await self.conn.execute(RECORD_START, (thread_id, tool_call_id))
             await self.conn.commit()
             return cursor.rowcount == 1
+
+    async def aforget_start(self, thread_id: str, tool_call_id: str) -> None:
+        """Forget a start: the call paused (`interrupt()`) and runs again when resumed."""
+        async with self.lock:
+            await self.conn.execute(FORGET_START, (thread_id, tool_call_id))
+            await self.conn.commit()
 
     async def setup(self) -> None:
         """Create LangGraph's tables and Ferry's, as `FerrySaver.setup` does."""

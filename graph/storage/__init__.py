@@ -75,6 +75,10 @@ class RecordsStarts(Protocol):
         """Record that a call is starting; False if it had started before."""
         ...
 
+    def forget_start(self, thread_id: str, tool_call_id: str) -> None:
+        """Forget a start: the call paused (`interrupt()`) and runs again when resumed."""
+        ...
+
 
 def _read_only(path: Path) -> bool:
     """Whether the file exists but may not be written (by permission, or by its mode for root)."""

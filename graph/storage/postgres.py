@@ -39,6 +39,7 @@ _CONNECT_TIMEOUT_S = 10
 _SETUP_LOCK = 0x6665_7272  # "ferr"
 _SETUP_WAIT_S = 60
 _RECORD_START = "INSERT INTO ferry_started_calls VALUES (%s, %s) ON CONFLICT DO NOTHING"
+_FORGET_START = "DELETE FROM ferry_started_calls WHERE thread_id = %s AND tool_call_id = %s"
 _TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "ferry_started_calls")
 
 
@@ -79,6 +80,11 @@ class FerryPostgresSaver(NamesThreadOnRefusal, PostgresSaver):
         with self._cursor() as cur:
             cur.execute(_RECORD_START, (thread_id, tool_call_id))
             return cur.rowcount == 1
+
+    def forget_start(self, thread_id: str, tool_call_id: str) -> None:
+        """Forget a start: the call paused (`interrupt()`) and runs again when resumed."""
+        with self._cursor() as cur:
+            cur.execute(_FORGET_START, (thread_id, tool_call_id))
 
     def thread_ids(self) -> list[str]:
         """Ids of the stored threads."""
@@ -161,6 +167,11 @@ class AsyncFerryPostgresSaver(RecordsStartsOnItsLoop, NamesThreadOnRefusal, Asyn
         async with self._cursor() as cur:
             await cur.execute(_RECORD_START, (thread_id, tool_call_id))
             return cur.rowcount == 1
+
+    async def aforget_start(self, thread_id: str, tool_call_id: str) -> None:
+        """Forget a start: the call paused (`interrupt()`) and runs again when resumed."""
+        async with self._cursor() as cur:
+            await cur.execute(_FORGET_START, (thread_id, tool_call_id))
 
     async def setup(self) -> None:
         """Create or migrate LangGraph's tables, and Ferry's."""

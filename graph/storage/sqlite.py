@@ -76,6 +76,7 @@ CREATE TABLE IF NOT EXISTS ferry_histories (
 ) WITHOUT ROWID"""
 
 RECORD_START = "INSERT OR IGNORE INTO ferry_started_calls VALUES (?, ?)"
+FORGET_START = "DELETE FROM ferry_started_calls WHERE thread_id = ? AND tool_call_id = ?"
 """Record a tool call as started (nothing if it already was)."""
 
 OPENING_STATEMENTS = (
@@ -143,6 +144,11 @@ class FerrySaver(NamesThreadOnRefusal, AsyncInThreads, CompactVersions, SqliteSa
         with self.cursor() as cur:
             cur.execute(RECORD_START, (thread_id, tool_call_id))
             return bool(cur.rowcount == 1)
+
+    def forget_start(self, thread_id: str, tool_call_id: str) -> None:
+        """Forget a start: the call paused (`interrupt()`) and runs again when resumed."""
+        with self.cursor() as cur:
+            cur.execute(FORGET_START, (thread_id, tool_call_id))
 
     def thread_ids(self) -> list[str]:
         """Ids of the stored threads."""

@@ -7,6 +7,8 @@ worker thread, which waits here for the record to be written on the saver's own 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from typing import Any
 
 STARTED_CALLS_TABLE = (
     "CREATE TABLE IF NOT EXISTS ferry_started_calls ("
@@ -17,12 +19,16 @@ STARTED_CALLS_TABLE = (
 
 
 class RecordsStartsOnItsLoop:
-    """`first_start` for an async saver: its `afirst_start`, run on the saver's loop."""
+    """`first_start`/`forget_start` for an async saver: its async methods, run on its loop."""
 
     loop: asyncio.AbstractEventLoop
 
     async def afirst_start(self, thread_id: str, tool_call_id: str) -> bool:
         """Record that a call is starting; False if it had started before."""
+        raise NotImplementedError
+
+    async def aforget_start(self, thread_id: str, tool_call_id: str) -> None:
+        """Forget a start: the call paused (`interrupt()`) and runs again when resumed."""
         raise NotImplementedError
 
     def first_start(self, thread_id: str, tool_call_id: str) -> bool:
@@ -31,13 +37,19 @@ class RecordsStartsOnItsLoop:
         Raises:
             asyncio.InvalidStateError: Called on the saver's own loop, which would deadlock.
         """
+        return bool(self._on_its_loop(self.afirst_start(thread_id, tool_call_id)))
+
+    def forget_start(self, thread_id: str, tool_call_id: str) -> None:
+        """Forget a start (from another thread): the call paused and runs again when resumed."""
+        self._on_its_loop(self.aforget_start(thread_id, tool_call_id))
+
+    def _on_its_loop(self, work: Coroutine[Any, Any, Any]) -> Any:
+        """Run `work` on the saver's loop from another thread, and wait for it."""
         try:
             on_its_loop = asyncio.get_running_loop() is self.loop
         except RuntimeError:  # no loop in this thread
             on_its_loop = False
         if on_its_loop:
-            raise asyncio.InvalidStateError("first_start on the saver's loop: await afirst_start")
-        future = asyncio.run_coroutine_threadsafe(
-            self.afirst_start(thread_id, tool_call_id), self.loop
-        )
-        return future.result()
+            work.close()
+            raise asyncio.InvalidStateError("a blocking call on the saver's loop: await it")
+        return asyncio.run_coroutine_threadsafe(work, self.loop).result()
