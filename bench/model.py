@@ -23,30 +23,50 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 
 class Clock:
-    """Seconds spent inside the model and the tools, to subtract from a turn's wall time.
+    """Time spent inside the model and the tools, to subtract from a turn's wall and CPU time.
 
     One process-wide instance; the sequential workloads run one thread of turns at a time, so the
-    totals belong to that thread (tools may run in a helper thread, hence the lock).
+    totals belong to that thread (tools may run in a helper thread, hence the lock). CPU time is
+    the calling thread's (`time.thread_time`), which is what the body burns wherever it runs.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.model_s = 0.0
         self.tool_s = 0.0
+        self.inside_cpu_s = 0.0
         self.model_calls = 0
 
-    def add_model(self, seconds: float) -> None:
+    def add_model(self, seconds: float, cpu_s: float = 0.0) -> None:
         with self._lock:
             self.model_s += seconds
+            self.inside_cpu_s += cpu_s
             self.model_calls += 1
 
-    def add_tool(self, seconds: float) -> None:
+    def add_tool(self, seconds: float, cpu_s: float = 0.0) -> None:
         with self._lock:
             self.tool_s += seconds
+            self.inside_cpu_s += cpu_s
 
-    def snapshot(self) -> tuple[float, float, int]:
+    def snapshot(self) -> tuple[float, float, float, int]:
+        """(model seconds, tool seconds, CPU seconds inside both, model calls) so far."""
         with self._lock:
-            return self.model_s, self.tool_s, self.model_calls
+            return self.model_s, self.tool_s, self.inside_cpu_s, self.model_calls
+
+
+def turn_seed(text: str) -> int:
+    """The seed of a question: every peer's scripted model derives its tool arguments from it."""
+    return zlib.crc32(text.encode())
+
+
+def answer_text(results: int, seed: int) -> str:
+    """The scripted model's final answer, the same for every peer."""
+    return f"Done: read {results} results for question {seed}."
+
+
+def call_id() -> str:
+    """A tool-call id in the shape every peer's scripted model uses."""
+    return f"call_{uuid.uuid4().hex}"
 
 
 CLOCK = Clock()
@@ -58,7 +78,7 @@ def _turn_seed(messages: Sequence[BaseMessage]) -> tuple[int, int]:
     for message in reversed(messages):
         if isinstance(message, HumanMessage):
             text = message.content if isinstance(message.content, str) else str(message.content)
-            return zlib.crc32(text.encode()), results
+            return turn_seed(text), results
         if isinstance(message, ToolMessage):
             results += 1
     return 0, results
@@ -83,12 +103,12 @@ class BenchModel(BaseChatModel):
         if results < self.rounds * self.per_round:
             base = seed + results
             calls = [
-                tool_call(name=self.tool_name, args={"n": base + j}, id=f"call_{uuid.uuid4().hex}")
+                tool_call(name=self.tool_name, args={"n": base + j}, id=call_id())
                 for j in range(self.per_round)
             ]
             reply = AIMessage(content="", tool_calls=calls)
         else:
-            reply = AIMessage(content=f"Done: read {results} results for question {seed}.")
+            reply = AIMessage(content=answer_text(results, seed))
         reply.usage_metadata = {"input_tokens": 10, "output_tokens": 10, "total_tokens": 20}
         return reply
 
@@ -99,9 +119,9 @@ class BenchModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         reply = self._reply(messages)
-        CLOCK.add_model(time.perf_counter() - started)
+        CLOCK.add_model(time.perf_counter() - started, time.thread_time() - cpu)
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
@@ -110,10 +130,10 @@ def timed(fn: Callable[..., str]) -> Callable[..., str]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> str:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         try:
             return fn(*args, **kwargs)
         finally:
-            CLOCK.add_tool(time.perf_counter() - started)
+            CLOCK.add_tool(time.perf_counter() - started, time.thread_time() - cpu)
 
     return wrapper

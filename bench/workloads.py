@@ -1,168 +1,24 @@
-"""The workloads: a growing thread, parallel tools, concurrent runs, `ferry --help`."""
+"""The LangGraph systems' other workloads: parallel tool calls and concurrent runs on one file."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
-import statistics
 import subprocess
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage
 
-from bench.measure import best_seconds, db_bytes, median_seconds, raw_bytes
-from bench.model import CLOCK, BenchModel
-from bench.systems import System, build, setup
+from bench.growth import question
+from bench.model import BenchModel
+from bench.systems import Peer, build, setup
 from bench.tools import fetch_blob, sleep_one
-
-
-def question(turn: int) -> str:
-    return f"Question {turn}: fetch three records and summarise them."
-
-
-# ---------------------------------------------------------------------------------------------
-# A growing thread
-
-
-@dataclass
-class Turn:
-    wall_s: float
-    model_s: float
-    tool_s: float
-    model_calls: int
-
-    @property
-    def framework_s(self) -> float:
-        return self.wall_s - self.model_s - self.tool_s
-
-
-@dataclass
-class Growth:
-    """One thread of a system, grown turn by turn, sampled at chosen turns."""
-
-    system: System
-    thread_id: str = field(default_factory=lambda: f"bench-{uuid.uuid4()}")
-    turns: list[Turn] = field(default_factory=list)
-    samples: dict[int, dict[str, int]] = field(default_factory=dict)
-    get_state: dict[int, dict[str, float]] = field(default_factory=dict)
-    last_messages: list[BaseMessage] = field(default_factory=list)
-    elapsed_s: float = 0.0
-
-    @property
-    def done(self) -> int:
-        return len(self.turns)
-
-    def run_to(self, last: int, sample_at: set[int]) -> None:
-        for turn in range(self.done + 1, last + 1):
-            model0, tool0, calls0 = CLOCK.snapshot()
-            started = time.perf_counter()
-            result = self.system.invoke(question(turn), self.thread_id)
-            wall = time.perf_counter() - started
-            model1, tool1, calls1 = CLOCK.snapshot()
-            self.elapsed_s += wall
-            self.turns.append(Turn(wall, model1 - model0, tool1 - tool0, calls1 - calls0))
-            self.last_messages = list(result["messages"])
-            final = self.last_messages[-1]
-            if not (isinstance(final, AIMessage) and not final.tool_calls):
-                raise RuntimeError(f"{self.system.name}: turn {turn} did not end in an answer")
-            if turn in sample_at:
-                self.sample(turn)
-
-    def sample(self, turn: int) -> None:
-        self.samples[turn] = {
-            "db_bytes": db_bytes(self.system.path),
-            "raw_bytes": raw_bytes(self.last_messages),
-            "messages": len(self.last_messages),
-        }
-
-    def time_get_state(self, repeat: int, fresh: Callable[[], System]) -> None:
-        """Median `get_state` time: warm (this graph) and cold (a new graph and connection each).
-
-        Cold is what a new process pays (`ferry history`, a server restart); warm is what the
-        running graph pays, including any in-memory cache its saver keeps.
-        """
-        messages = len(self.system.get_state(self.thread_id).values["messages"])
-        warm = median_seconds(lambda: self.system.get_state(self.thread_id), repeat)
-        colds = []
-        for _ in range(repeat):
-            other = fresh()
-            try:
-                started = time.perf_counter()
-                other.get_state(self.thread_id)
-                colds.append(time.perf_counter() - started)
-            finally:
-                other.close()
-        cold = sorted(colds)[len(colds) // 2]
-        self.get_state[self.done] = {
-            "messages": messages,
-            "warm_ms": warm * 1000,
-            "cold_ms": cold * 1000,
-            "warm_us_per_message": warm * 1e6 / max(messages, 1),
-            "cold_us_per_message": cold * 1e6 / max(messages, 1),
-        }
-
-    def framework_ms_per_call(self, first: int, last: int, mean: bool = False) -> float | None:
-        """Framework ms per model call over turns `first`..`last`.
-
-        The median over the window's turns (robust to a stray pause from another process on a
-        shared machine), or with `mean`, total framework time / total model calls.
-        """
-        window = self.turns[first - 1 : last]
-        if len(window) < last - first + 1 or not all(t.model_calls for t in window):
-            return None
-        if mean:
-            return 1000 * sum(t.framework_s for t in window) / sum(t.model_calls for t in window)
-        return 1000 * statistics.median(t.framework_s / t.model_calls for t in window)
-
-    def wall_ms_per_turn(self, first: int, last: int) -> float | None:
-        window = self.turns[first - 1 : last]
-        if len(window) < last - first + 1:
-            return None
-        return 1000 * sum(t.wall_s for t in window) / len(window)
-
-    def bytes_per_turn(self, turn: int, span: int) -> float | None:
-        """Bytes the database grew by per turn over the `span` turns ending at `turn`."""
-        if turn not in self.samples or turn - span not in self.samples:
-            return None
-        return (self.samples[turn]["db_bytes"] - self.samples[turn - span]["db_bytes"]) / span
-
-    def project(
-        self, early: tuple[int, int], late: tuple[int, int], span: int, to: int
-    ) -> dict[str, float]:
-        """Extrapolate seconds and DB bytes for growing from `done` to `to` turns.
-
-        Per-turn time and per-turn DB growth are taken as linear in the turn number, fitted
-        through the early and late measurements (exact for quadratic storage, an over-estimate
-        for linear storage).
-        """
-        t1, t2 = early
-        u1, u2 = late
-        wall_early = (self.wall_ms_per_turn(t1, t2) or 0) / 1000
-        wall_late = (self.wall_ms_per_turn(u1, u2) or 0) / 1000
-        x_early, x_late = (t1 + t2) / 2, (u1 + u2) / 2
-        b_early = self.bytes_per_turn(t2, span) or 0.0
-        b_late = self.bytes_per_turn(self.done, max(span, self.done // 10)) or 0.0
-        xb_early, xb_late = t2 - span / 2, self.done - max(span, self.done // 10) / 2
-
-        def linear(x: float, x1: float, y1: float, x2: float, y2: float) -> float:
-            slope = (y2 - y1) / (x2 - x1) if x2 != x1 else 0.0
-            return max(y2 + slope * (x - x2), 0.0)
-
-        turns = range(self.done + 1, to + 1)
-        seconds = sum(linear(n, x_early, wall_early, x_late, wall_late) for n in turns)
-        grow = sum(linear(n, xb_early, b_early, xb_late, b_late) for n in turns)
-        current = self.samples.get(self.done, {}).get("db_bytes", 0)
-        return {"seconds": seconds, "db_bytes": current + grow}
-
 
 # ---------------------------------------------------------------------------------------------
 # Parallel tool calls
@@ -221,11 +77,11 @@ class Tally:
 
 
 def run_threads(
-    systems: list[System], thread_ids: list[str], turns: int, tally: Tally, go: threading.Event
+    systems: list[Peer], thread_ids: list[str], turns: int, tally: Tally, go: threading.Event
 ) -> list[threading.Thread]:
     """Start one Python thread per conversation; `systems[i % len(systems)]` runs thread i."""
 
-    def worker(system: System, thread_id: str) -> None:
+    def worker(system: Peer, thread_id: str) -> None:
         go.wait()
         for turn in range(1, turns + 1):
             try:
@@ -244,11 +100,11 @@ def run_threads(
     return threads
 
 
-def stored_turns(system: System, thread_ids: list[str]) -> dict[str, int]:
+def stored_turns(system: Peer, thread_ids: list[str]) -> dict[str, int]:
     """Answered turns stored per thread (final AIMessages without tool calls)."""
     counts = {}
     for tid in thread_ids:
-        messages = system.get_state(tid).values.get("messages", [])
+        messages = system.messages(tid)
         counts[tid] = sum(
             1 for m in messages if isinstance(m, AIMessage) and not m.tool_calls and m.content
         )
@@ -261,7 +117,7 @@ def concurrency_threads(
     """`threads` conversations × `turns` turns from threads of this process on one file."""
     path = workdir / f"conc-threads-{'shared' if shared else 'own'}-{name}.db"
     model = BenchModel()
-    systems: list[System] = []
+    systems: list[Peer] = []
     for _ in range(1 if shared else threads):
         systems.append(build(name, path, model, [fetch_blob]))
     thread_ids = [f"conc-{i}" for i in range(threads)]
@@ -343,18 +199,3 @@ def _conc_result(
         "turns_per_s": tally["ok"] / wall if wall else 0.0,
         "model_calls_per_s": 4 * tally["ok"] / wall if wall else 0.0,
     }
-
-
-# ---------------------------------------------------------------------------------------------
-# ferry --help
-
-
-def ferry_help(repeat: int) -> dict[str, Any]:
-    exe = Path(sys.executable).with_name("ferry")
-    command = [str(exe)] if exe.exists() else [shutil.which("ferry") or "ferry"]
-    command.append("--help")
-
-    def once() -> None:
-        subprocess.run(command, check=True, capture_output=True)
-
-    return {"best_s": best_seconds(once, repeat), "command": " ".join(command)}

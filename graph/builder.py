@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
@@ -167,9 +168,7 @@ def _compile(
     checkpointer: BaseCheckpointSaver[Any] | None,
 ) -> FerryGraph:
     if tools is None:
-        from tools import TOOLS
-
-        tools = TOOLS
+        tools = default_tools(settings)
     unknown = sorted(settings.approval_required - {t.name for t in tools})
     if unknown:  # a typo would silently remove the approval step
         raise ConfigError(
@@ -195,6 +194,17 @@ def _compile(
     return compiled  # type: ignore[return-value]  # the class was just swapped
 
 
+def default_tools(settings: Settings) -> list[BaseTool]:
+    """Ferry's own tools, then those of the MCP servers configured (`FERRY_MCP_CONFIG`)."""
+    from tools import TOOLS
+    from tools.mcp import McpConfigError, mcp_tools
+
+    try:
+        return [*TOOLS, *mcp_tools(settings.mcp_config)]  # renamed where a name is taken
+    except McpConfigError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
 def build_graph(
     *,
     model: BaseChatModel | None = None,
@@ -206,7 +216,8 @@ def build_graph(
 
     Args:
         model: The chat model; by default the one `FERRY_MODEL` names, created on first use.
-        tools: The tools; by default `tools.TOOLS`.
+        tools: The tools; by default `tools.TOOLS` and the tools of the MCP servers in
+            `FERRY_MCP_CONFIG` (or `./mcp.json`), started once per process.
         checkpointer: Where threads are stored; by default Postgres at `FERRY_DATABASE_URL`
             when it is set, else SQLite at `FERRY_DB`.
         settings: Ferry's settings; by default read from the environment and `.env`.
@@ -216,12 +227,22 @@ def build_graph(
         from graph.storage import default_saver
 
         checkpointer = default_saver(settings)
+    else:
+        from graph.storage.stock import adopted
+
+        checkpointer = adopted(checkpointer, settings)
     return _compile(settings, model, tools, checkpointer)
 
 
+@functools.cache
 def _server_graph() -> FerryGraph:
     """The graph for `langgraph.json`: no checkpointer, the server supplies persistence."""
     return _compile(get_settings(), None, None, None)
 
 
-graph = _server_graph()
+def __getattr__(name: str) -> FerryGraph:
+    # `graph` is built on first use: it starts the MCP servers configured, which commands that
+    # only import this module (`ferry history`, `ferry threads`) must not do.
+    if name == "graph":
+        return _server_graph()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -112,8 +112,8 @@ def results_of(output: Any, call: ToolCall, duration_ms: int) -> tuple[list[Any]
     """The node's updates from `run_call`'s output, each result made ready to store; its status.
 
     Every result gets a random id (the fence value derives from it), its content redacted, its
-    artifact as plain data (stored values load only Ferry's types), and the call's duration.
-    A tool's `Command` keeps its other updates and its `goto`.
+    artifact as plain, redacted data (stored values load only Ferry's types), and the call's
+    duration. A tool's `Command` keeps its other updates and its `goto`.
     """
     if isinstance(output, str):  # what went wrong
         output = {"messages": [ToolMessage(output, tool_call_id=call["id"] or "", status="error")]}
@@ -153,10 +153,21 @@ def _stored(message: Any, call: ToolCall, duration_ms: int) -> Any:
             "content": redact(content) if isinstance(content, str) else _redacted(content),
             "name": message.name or call["name"],
             "id": str(uuid.uuid4()),
-            "artifact": to_jsonable_python(message.artifact, fallback=repr),
+            "artifact": _redacted_data(to_jsonable_python(message.artifact, fallback=repr)),
             "response_metadata": {**message.response_metadata, "duration_ms": duration_ms},
         }
     )
+
+
+def _redacted_data(value: Any) -> Any:
+    """JSON data with every string redacted: an artifact is stored as the result is."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redacted_data(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _redacted_data(item) for key, item in value.items()}
+    return value
 
 
 def _redacted(blocks: list[Any]) -> list[Any]:

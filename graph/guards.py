@@ -86,13 +86,15 @@ def unanswered_calls(messages: Sequence[BaseMessage]) -> list[ToolCall]:
     """Calls of the latest tool-calling reply that no tool result answers.
 
     Only the latest can lack results: every model call repairs the history before it, so any
-    earlier reply's calls were answered (or repaired) before the model spoke again.
+    earlier reply's calls were answered (or repaired) before the model spoke again. For the
+    same reason a reply without calls ends the search: the calls before it were answered.
+    Only the messages after the latest reply are looked at, however long the thread.
     """
     answered: set[str] = set()
     for message in reversed(messages):
         if isinstance(message, ToolMessage):
             answered.add(message.tool_call_id)
-        elif isinstance(message, AIMessage) and all_calls(message):
+        elif isinstance(message, AIMessage):
             return [call for call in all_calls(message) if call["id"] not in answered]
     return []
 

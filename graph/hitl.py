@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NotRequired, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, cast, get_args
 
-from langchain_core.messages import ToolCall
 from typing_extensions import TypedDict
+
+if TYPE_CHECKING:
+    from langchain_core.messages import ToolCall
 
 DecisionType = Literal["approve", "edit", "reject", "respond"]
 ALL_DECISIONS: tuple[DecisionType, ...] = get_args(DecisionType)

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 if TYPE_CHECKING:
@@ -48,14 +48,23 @@ def redact(text: str) -> str:
 
 
 def _secret_variables() -> tuple[tuple[str, str], ...]:
-    """The variables that may hold a secret: the cache key of `_scrubber`, cheap to compare."""
+    """The variables that may hold a secret: the cache key of `_scrubber`, cheap to compare.
+
+    The MCP servers file's `env` and `headers` values count as secret variables too.
+    """
     return tuple(
         (name, value)
         for name, value in os.environ.items()
         if len(value) >= _MIN_LENGTH
         and name not in _NOT_SECRET
         and ("@" in value or _SECRET_NAME.search(name))
-    )
+    ) + tuple((name, value) for name, value in _mcp_secrets() if len(value) >= _MIN_LENGTH)
+
+
+def _mcp_secrets() -> tuple[tuple[str, str], ...]:
+    """The MCP servers file's secrets, once it was read (no import: it may never be)."""
+    secrets = sys.modules.get("tools.mcp.secrets")
+    return cast(tuple[tuple[str, str], ...], secrets.config_secrets()) if secrets else ()
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,8 @@ class AgentNodes:
             )
         if seconds_left(self.settings, runtime) <= 0:
             return self._stop(guards.turn_counters(messages), update, repairs, "time_budget", ids)
-        prompt = for_model(merge_messages(messages, repairs), self.settings.context_tokens)
+        history = merge_messages(messages, repairs) if repairs else messages
+        prompt = for_model(history, self.settings.context_tokens)
         reply = self._complete_reply(prompt, config, runtime, ids)
         if reply is None:
             return self._stop(guards.turn_counters(messages), update, repairs, "time_budget", ids)

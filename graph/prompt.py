@@ -1,16 +1,37 @@
-"""What the model is sent: the stored history, bounded (the stored history stays whole)."""
+"""What the model is sent: the stored history, bounded (the stored history stays whole).
+
+A prompt is the system prompt, the thread's first user message, then as many of the latest
+turns as fit in `FERRY_CONTEXT_TOKENS`; when turns had to be left out, a note between the two
+says so. Turns are left out whole, oldest first, so a tool call is never sent without its
+results, and the latest turn is always sent whole. Once the prompt is over the limit, turns are
+dropped until it is down to three quarters of it: the prompt then grows by appending for a
+while, so providers' prompt caches hold between drops.
+
+Each call's prompt is the previous call's plus the messages added since: the prompt of every
+history is kept (found by its length and last message, a few threads at a time), and a call that
+extends one only processes its new messages. Which turns are dropped depends on the messages
+alone, never on which calls came before, so a prompt built from scratch is the same.
+"""
 
 from __future__ import annotations
 
+import threading
+from array import array
+from collections import OrderedDict
 from collections.abc import Sequence
-from functools import lru_cache
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any
 
-from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.messages.utils import count_tokens_approximately
 
 from graph.fence import FENCE_PROMPT, fenced
-from graph.guards import turn_start
 
 SYSTEM_PROMPT = (
     "You are Ferry, a careful assistant with tools. Use a tool when it gives a better answer than "
@@ -19,7 +40,16 @@ SYSTEM_PROMPT = (
     "with what you know and say what is missing. " + FENCE_PROMPT
 )
 MAX_RESULT_CHARS = 16_000
-OMITTED = "[Older tool result omitted to keep the prompt small; call the tool again if needed.]"
+OMITTED = (
+    "[Ferry: earlier turns of this conversation are omitted here to keep the prompt small. "
+    "The first user message is above; the most recent turns follow.]"
+)
+# A user-side note: a second system message would be hoisted to the top by langchain-anthropic,
+# and both providers accept two user messages in a row (Anthropic merges them).
+_SYSTEM = SystemMessage(SYSTEM_PROMPT)
+_NOTE = HumanMessage(OMITTED, id="ferry-omitted-turns")
+_KEPT_PROMPTS = 32  # histories whose prompt is kept: more than the threads a process runs at once
+_LOOKBACK = 1_000  # how far back from the end a call looks for where the previous call stopped
 
 
 def _as_sent(message: ToolMessage) -> ToolMessage:
@@ -34,37 +64,132 @@ def _as_sent(message: ToolMessage) -> ToolMessage:
     return fenced(message.model_copy(update={"content": text[:MAX_RESULT_CHARS]}), note)
 
 
-def for_model(messages: Sequence[AnyMessage], context_tokens: int) -> list[BaseMessage]:
-    """The prompt: system prompt + history, results fenced and cut, oldest dropped if too big.
+def _tokens(message: BaseMessage) -> int:
+    # LangChain's estimate (about four characters a token, tool calls included) is a sum over
+    # messages, so each message is counted once, when it first reaches a prompt.
+    return count_tokens_approximately([message])
 
-    Only tool results' contents shrink, so a call and its result are never split apart and the
-    latest user turn is always sent whole.
+
+_FIXED_TOKENS = _tokens(_SYSTEM)
+_NOTE_TOKENS = _tokens(_NOTE)
+
+
+@dataclass(eq=False)
+class _Prompt:
+    """The prompt of one history, kept so that a longer history only adds its new messages.
+
+    `turns` are where the droppable parts start: the rest of the first turn (after its user
+    message, which is always sent), then each later turn at its user message. The first
+    `dropped` of them are left out; `sent` no longer holds their messages.
     """
-    sent: list[BaseMessage] = [SystemMessage(SYSTEM_PROMPT)]
-    sent += [_as_sent(m) if isinstance(m, ToolMessage) else m for m in messages]
-    # LangChain's estimate: about four characters a token, tool calls included; the sum of the
-    # messages' own estimates, so one result's share can be taken out again.
-    total = count_tokens_approximately(sent)
-    current_turn = turn_start(messages) + 1  # +1: the system prompt comes first
-    for i in range(1, current_turn):
-        if total <= context_tokens:
-            break
-        message = sent[i]
-        if isinstance(message, ToolMessage):
-            sent[i] = _omitted(message)
-            total -= count_tokens_approximately([message]) - count_tokens_approximately([sent[i]])
-    return sent
+
+    budget: int
+    source: list[AnyMessage] = field(default_factory=list)
+    sent: list[BaseMessage | None] = field(default_factory=list)
+    cumulative: array[int] = field(default_factory=lambda: array("q", [0]))
+    head_end: int | None = None
+    turns: list[int] = field(default_factory=list)
+    dropped: int = 0
+
+    def add(self, message: AnyMessage) -> None:
+        """Take in the next message of the history, then drop old turns if over budget."""
+        position = len(self.source)
+        sent = _as_sent(message) if isinstance(message, ToolMessage) else message
+        self.source.append(message)
+        self.sent.append(sent)
+        self.cumulative.append(self.cumulative[-1] + _tokens(sent))
+        if self.head_end is None:
+            if isinstance(message, HumanMessage):
+                self.head_end = position + 1
+            return
+        if position == self.head_end or isinstance(message, HumanMessage):
+            self.turns.append(position)
+        if self._total() > self.budget:
+            self._drop_to(self.budget * 3 // 4)
+
+    def _kept_from(self) -> int:
+        return self.turns[self.dropped] if self.turns else len(self.source)
+
+    def _total(self) -> int:
+        head = self.cumulative[self.head_end or len(self.source)]
+        kept = self.cumulative[-1] - self.cumulative[self._kept_from()]
+        return _FIXED_TOKENS + head + kept + (_NOTE_TOKENS if self.dropped else 0)
+
+    def _drop_to(self, target: int) -> None:
+        """Leave out the oldest turns (never the latest) until the prompt fits `target`."""
+        start = self._kept_from()
+        while self.dropped < len(self.turns) - 1 and self._total() > target:
+            self.dropped += 1
+        for i in range(start, self._kept_from()):
+            self.sent[i] = None  # never sent again: only the token counts are still needed
+
+    def messages(self) -> list[BaseMessage]:
+        """The prompt for the history taken in so far."""
+        head = self.sent[: self.head_end or len(self.source)]
+        kept = self.sent[self._kept_from() :]
+        note = [_NOTE] if self.dropped else []
+        return [
+            _SYSTEM,
+            *[m for m in head if m is not None],
+            *note,
+            *[m for m in kept if m is not None],
+        ]
 
 
-@lru_cache(maxsize=20_000)
-def _placeholder(
-    message_id: str, tool_call_id: str, name: str | None, status: Literal["success", "error"]
-) -> ToolMessage:
-    return ToolMessage(OMITTED, tool_call_id=tool_call_id, name=name, id=message_id, status=status)
+class PromptCache:
+    """The prompts of the histories seen last, found by their length and last message."""
+
+    def __init__(self, size: int = _KEPT_PROMPTS) -> None:
+        """Keep the prompts of up to `size` histories."""
+        self._size = size
+        self._kept: OrderedDict[tuple[int, Any], _Prompt] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def prompt(self, messages: Sequence[AnyMessage], context_tokens: int) -> list[BaseMessage]:
+        """The prompt for `messages`, reusing the one built for a prefix of them if kept."""
+        history = messages if isinstance(messages, list) else list(messages)
+        built = self._take(history, context_tokens) or _Prompt(context_tokens)
+        for message in history[len(built.source) :]:
+            built.add(message)
+        prompt = built.messages()
+        if built.source:
+            with self._lock:
+                self._kept[_key(built.source, len(built.source))] = built
+                while len(self._kept) > self._size:
+                    self._kept.popitem(last=False)
+        return prompt
+
+    def _take(self, history: list[AnyMessage], budget: int) -> _Prompt | None:
+        """Remove and return the kept prompt of the longest prefix of `history`, if any.
+
+        The prefix must hold the very messages taken in, or equal ones (a turn's messages as
+        rebuilt from storage): a different thread, an edited or removed message, or a history
+        first read in this process starts a new prompt.
+        """
+        with self._lock:
+            for end in range(len(history), max(0, len(history) - _LOOKBACK), -1):
+                key = _key(history, end)
+                built = self._kept.get(key)
+                if built is None or built.budget != budget:
+                    continue
+                prefix = history[:end]
+                if prefix == built.source:
+                    del self._kept[key]
+                    # Equal copies become the very messages: the next check is by identity.
+                    built.source = prefix
+                    return built
+        return None
 
 
-def _omitted(message: ToolMessage) -> ToolMessage:
-    """The placeholder sent instead of an old result; made once per message, not per call."""
-    if message.id is None:
-        return message.model_copy(update={"content": OMITTED})
-    return _placeholder(message.id, message.tool_call_id, message.name, message.status)
+def _key(history: Sequence[AnyMessage], end: int) -> tuple[int, Any]:
+    """What finds the kept prompt of `history[:end]`: its length and last message's id."""
+    last = history[end - 1]
+    return end, last.id or id(last)
+
+
+_PROMPTS = PromptCache()
+
+
+def for_model(messages: Sequence[AnyMessage], context_tokens: int) -> list[BaseMessage]:
+    """The prompt: system prompt, first user message, the latest turns that fit; results fenced."""
+    return _PROMPTS.prompt(messages, context_tokens)

@@ -59,7 +59,7 @@ class Settings(BaseSettings):
     max_parallel_tools: int = Field(default=4, ge=1)
     """Tool calls running at once."""
     context_tokens: int = Field(default=100_000, ge=1_000)
-    """Approximate tokens sent to the model; older tool results are trimmed beyond it."""
+    """Approximate tokens sent to the model; the oldest whole turns are left out beyond it."""
     breaker_threshold: int = Field(default=3, ge=1)
     """Consecutive failures that disable a tool for the rest of a thread."""
     lease_timeout_s: float = Field(default=30.0, gt=0)
@@ -81,6 +81,8 @@ class Settings(BaseSettings):
     """Timeout of one HTTP request made by a tool."""
     http_retry_total_s: float = Field(default=ToolSettings.http_retry_total_s, ge=0)
     """Total time a tool may spend retrying transient HTTP failures."""
+    mcp_config: Path | None = None
+    """JSON file of MCP servers (`mcpServers`); by default `mcp.json` in the working directory."""
     log_format: str = Field(default="text", pattern="^(text|json)$")
     """`text` or `json` log lines."""
     log_file: Path | None = None
@@ -98,6 +100,11 @@ class Settings(BaseSettings):
                 "would serve; it defaults to the working directory",
             )
         return files_root
+
+    @field_validator("mcp_config", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, mcp_config: object) -> object:
+        return None if mcp_config == "" else mcp_config  # `FERRY_MCP_CONFIG=`: the default
 
     def tool_settings(self) -> ToolSettings:
         """Return the part of these settings the tools read; each tool call is handed it."""

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, cast
 
 from langchain_core.messages import (
@@ -30,9 +33,15 @@ StopReason = Literal[
 ]
 
 
-def _call_block_end(messages: list[AnyMessage], tool_call_id: str) -> int | None:
-    """Index just past the AIMessage that made `tool_call_id` and the results that follow it."""
-    for i in range(len(messages) - 1, -1, -1):
+def _call_block_end(
+    messages: list[AnyMessage], tool_call_id: str, length: int | None = None
+) -> int | None:
+    """Index just past the AIMessage that made `tool_call_id` and the results that follow it.
+
+    Only the first `length` messages are looked at (all of them by default).
+    """
+    length = len(messages) if length is None else length
+    for i in range(length - 1, -1, -1):
         message = messages[i]
         # Calls whose arguments did not parse are sent to providers too, so they count.
         if isinstance(message, AIMessage) and any(
@@ -40,7 +49,7 @@ def _call_block_end(messages: list[AnyMessage], tool_call_id: str) -> int | None
             for call in [*message.tool_calls, *message.invalid_tool_calls]
         ):
             end = i + 1
-            while end < len(messages) and isinstance(messages[end], ToolMessage):
+            while end < length and isinstance(messages[end], ToolMessage):
                 end += 1
             return end
     return None
@@ -65,7 +74,7 @@ def _with_stable_ids(position: int, items: list[Any]) -> list[BaseMessage]:
 
 def _merge_one(messages: list[AnyMessage], index: dict[str, int], update: Any) -> None:
     """Apply one update in place: replace by id, file a tool result after its call, or append."""
-    items = update if isinstance(update, list) else [update]
+    items = _items(update)
     # Every replayed write, and nearly every live one, is messages that already have ids: they
     # are placed as they are. Anything else (tuples, dicts, id-less messages, removals) is
     # converted first.
@@ -104,7 +113,116 @@ def _place(messages: list[AnyMessage], index: dict[str, int], message: BaseMessa
         messages.append(cast(AnyMessage, message))
     else:
         messages.insert(end, cast(AnyMessage, message))
-        index.update({m.id or "": i for i, m in enumerate(messages) if i >= end})
+        index.update({messages[i].id or "": i for i in range(end, len(messages))})
+
+
+@dataclass(eq=False)
+class _Index:
+    """The position of every id in `tip`, the latest history the index was updated for.
+
+    It serves every history equal to `tip` or to a prefix of it. Only one fold at a time may
+    update it (`busy`); a fold that failed half-way leaves it busy, so it is never used again.
+    """
+
+    tip: list[AnyMessage]
+    positions: dict[str, int]
+    busy: bool = False
+
+
+class _Indexes:
+    """The indexes of the histories the reducer returned last, found by length and last id.
+
+    A fold onto a history takes its index and leaves it, updated, with the new history: the
+    ids are indexed once per thread, not once per update. A copy of a history (the saver hands
+    out copies) is served by the same index; an older history, by a copy of it cut to length.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._kept: OrderedDict[tuple[int, Any], _Index] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, messages: list[AnyMessage]) -> tuple[dict[str, int], _Index | None]:
+        """Positions of the ids of `messages` to update, and the kept index they belong to."""
+        if messages:
+            with self._lock:
+                kept = self._kept.get(_key(messages))
+                if kept is not None and not kept.busy:
+                    tip, size = kept.tip, len(messages)
+                    if len(tip) == size and (tip is messages or tip == messages):
+                        kept.busy = True
+                        return kept.positions, kept
+                    if len(tip) > size and tip[:size] == messages:
+                        positions = dict(kept.positions)
+                        for later in tip[size:]:
+                            positions.pop(later.id or "", None)
+                        return positions, None
+        return {m.id or "": i for i, m in enumerate(messages)}, None
+
+    def replayed(self, messages: list[AnyMessage], updates: Sequence[Any]) -> list[Any] | None:
+        """`messages` with `updates` applied, if that history is already indexed, else None.
+
+        The saver rebuilds each step's history from the writes the channel has just applied:
+        the result is a prefix of the channel's history, and is served by the same index.
+        """
+        items = [item for update in updates for item in _items(update)]
+        with self._lock:
+            kept = self._kept.get(_key(messages)) if messages else None
+            if kept is None or kept.busy or len(kept.tip) < len(messages) + len(items):
+                return None
+            tip, size = kept.tip, len(messages)
+            if tip[:size] != messages:
+                return None
+            for at, item in enumerate(items, start=size):
+                if not _placed_as_is(item) or (tip[at] is not item and tip[at] != item):
+                    return None
+                if isinstance(item, ToolMessage):
+                    end = _call_block_end(tip, item.tool_call_id, at)
+                    if end is not None and end != at:
+                        return None
+            replayed = tip[: size + len(items)]
+            self._remember(replayed, kept)
+            return replayed
+
+    def keep(
+        self, messages: list[AnyMessage], positions: dict[str, int], kept: _Index | None
+    ) -> None:
+        """Record `positions` as the index of `messages`, which no one may change from now on."""
+        if not messages:
+            return
+        with self._lock:
+            if kept is None:
+                kept = _Index(messages, positions)
+            kept.tip, kept.busy = messages, False
+            self._remember(messages, kept)
+
+    def _remember(self, messages: list[AnyMessage], kept: _Index) -> None:
+        """File `kept` under `messages` (the lock held), forgetting the oldest beyond the size."""
+        self._kept[_key(messages)] = kept
+        self._kept.move_to_end(_key(messages))
+        while len(self._kept) > self._size:
+            self._kept.popitem(last=False)
+
+
+def _items(update: Any) -> list[Any]:
+    return update if isinstance(update, list) else [update]
+
+
+def _placed_as_is(item: Any) -> bool:
+    """Whether an update item goes into the history as it is (a message with an id)."""
+    return (
+        isinstance(item, BaseMessage)
+        and bool(item.id)
+        and not isinstance(item, RemoveMessage | BaseMessageChunk)
+    )
+
+
+def _key(messages: list[AnyMessage]) -> tuple[int, Any]:
+    """What finds a kept index: the history's length and its last message's id."""
+    return len(messages), messages[-1].id or id(messages[-1])
+
+
+_INDEXES = _Indexes(64)  # histories: more than the threads a process runs at once
 
 
 def fold_messages(messages: list[AnyMessage], updates: Sequence[Any]) -> list[AnyMessage]:
@@ -116,10 +234,16 @@ def fold_messages(messages: list[AnyMessage], updates: Sequence[Any]) -> list[An
     This is the delta channel's reducer: rebuilding a thread folds all its writes in one call,
     so the cost stays linear in the number of messages.
     """
+    # A new list: the old one may be held elsewhere (a streamed value, a state snapshot), and
+    # copying its pointers is cheap; indexing its ids is not, so the index is carried over.
+    replayed = _INDEXES.replayed(messages, updates)
+    if replayed is not None:
+        return replayed
     merged = list(messages)
-    index = {m.id or "": i for i, m in enumerate(merged)}
+    positions, kept = _INDEXES.take(messages)
     for update in updates:
-        _merge_one(merged, index, update)
+        _merge_one(merged, positions, update)
+    _INDEXES.keep(merged, positions, kept)
     return merged
 
 

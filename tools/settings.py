@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dotenv import load_dotenv
-from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import ToolException
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 CONFIG_KEY = "ferry_tool_settings"
 """`configurable` key of the run's config under which the tools find their settings."""
@@ -48,6 +50,8 @@ class ToolSettings:
     """Timeout of one HTTP request made by a tool."""
     http_retry_total_s: float = 20.0
     """Total time a tool may spend retrying transient HTTP failures."""
+    tool_timeout_s: float = 30.0
+    """Seconds one tool call may run (tools that wait on another process stop waiting then)."""
 
     @classmethod
     def from_environment(cls) -> ToolSettings:
@@ -68,6 +72,7 @@ class ToolSettings:
             forecast_url=_variable("FORECAST_URL", settings.forecast_url),
             http_timeout_s=_number("HTTP_TIMEOUT_S", settings.http_timeout_s),
             http_retry_total_s=_number("HTTP_RETRY_TOTAL_S", settings.http_retry_total_s),
+            tool_timeout_s=_number("TOOL_TIMEOUT_S", settings.tool_timeout_s),
         )
 
 
@@ -95,7 +100,7 @@ def _variable(name: str, default: str) -> str:
 def _flag(name: str) -> bool:
     value = _variable(name, "").strip().lower()
     if value not in _TRUE + _FALSE:
-        raise ToolException(f"FERRY_{name}: expected 1 or 0 (got {value!r}).")
+        raise _refused(f"FERRY_{name}: expected 1 or 0 (got {value!r}).")
     return value in _TRUE
 
 
@@ -106,5 +111,12 @@ def _number(name: str, default: float) -> float:
     except ValueError:
         number = -1.0
     if not number >= 0:  # also refuses NaN
-        raise ToolException(f"FERRY_{name}: expected a number of 0 or more (got {value!r}).")
+        raise _refused(f"FERRY_{name}: expected a number of 0 or more (got {value!r}).")
     return number
+
+
+def _refused(message: str) -> Exception:
+    """A `ToolException`: what a tool reading its settings standalone fails with."""
+    from langchain_core.tools import ToolException  # here: every `ferry` command imports us
+
+    return ToolException(message)

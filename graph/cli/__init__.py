@@ -41,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
             return int(args.handler(args))
     except KeyboardInterrupt:
         return interrupted(args)
+    except BrokenPipeError:  # the reader left (`ferry threads | head`): nothing more to say
+        # Python would report the pipe again when flushing stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:  # noqa: BLE001 - one clear line, never a traceback
         if os.environ.get("FERRY_DEBUG") and not isinstance(exc, UsageError):
             return debug_traceback()

@@ -19,6 +19,7 @@ from graph.cli.terminal import printable
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
+    from langchain_core.tools import BaseTool
 
     from graph.builder import FerryGraph
     from graph.settings import Settings
@@ -52,8 +53,12 @@ def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryG
         settings = settings.model_copy(update={"model": args.model})
     configure_logging(settings)
     model = make_model(settings.model) if need_model else None
+    # The built-in tools and the MCP servers' (started now, once per process)...
+    tools: list[BaseTool] | None = None
+    if not need_model:  # a command that only reads threads runs no tool: none to start or approve
+        tools, settings = [], settings.model_copy(update={"approve_tools": ""})
     with open_saver(settings) as saver:
-        graph = build_graph(model=model, checkpointer=saver, settings=settings)
+        graph = build_graph(model=model, tools=tools, checkpointer=saver, settings=settings)
         if getattr(args, "wait", False):  # wait for a busy thread instead of failing at once
             from graph.lease import WAIT_FOR_THREAD
 

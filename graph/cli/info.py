@@ -38,10 +38,32 @@ def check_database(settings: Settings) -> dict[str, Any]:
         return {"ok": False, "error": str(exc)}
 
 
+def mcp_servers(settings: Settings) -> list[dict[str, Any]]:
+    """The configured MCP servers (started if they were not): name, transport, status, tools."""
+    from graph.log import redact
+    from graph.settings import ConfigError
+    from tools.mcp import McpConfigError, mcp_servers
+
+    try:
+        servers = mcp_servers(settings.mcp_config)
+    except McpConfigError as exc:
+        raise ConfigError(str(exc)) from exc
+    return [
+        {
+            "name": s.name,
+            "transport": s.transport,
+            "status": s.status,
+            "reason": redact(s.reason),  # it may quote the server's stderr
+            "tools": list(s.tools),
+        }
+        for s in servers
+    ]
+
+
 def gather(settings: Settings) -> dict[str, Any]:
     """Everything `ferry info` reports."""
+    from graph.builder import default_tools
     from graph.storage import database_name
-    from tools import TOOLS
 
     model: dict[str, Any] = {"spec": settings.model}
     if settings.model.startswith("openai:"):
@@ -52,7 +74,10 @@ def gather(settings: Settings) -> dict[str, Any]:
         "model": model,
         "database": {"name": database_name(settings), **check_database(settings)},
         "files_root": str(Path(settings.files_root).absolute()),
-        "tools": [{"name": t.name, "needs_approval": t.name in approve} for t in TOOLS],
+        "tools": [
+            {"name": t.name, "needs_approval": t.name in approve} for t in default_tools(settings)
+        ],
+        "mcp_servers": mcp_servers(settings),
         "env_file": str(env_file) if env_file.is_file() else None,
         "settings": changed_settings(settings),
     }
@@ -68,11 +93,22 @@ def _plain(report: dict[str, Any]) -> list[str]:
         f"database:   {db['name']} ({status})",
         f"files root: {report['files_root']}",
         f"tools:      {tools}",
+        f"mcp:        {len(report['mcp_servers'])} servers"
+        if report["mcp_servers"]
+        else "mcp:        (no servers configured)",
         f".env:       {report['env_file'] or '(none in the working directory)'}",
         "settings:   " + ("(all defaults)" if not report["settings"] else ""),
     ]
     lines += [f"  {name}={value}" for name, value in report["settings"].items()]
-    return lines
+    servers = [_server_line(s) for s in report["mcp_servers"]]
+    after = next(i for i, line in enumerate(lines) if line.startswith("mcp:")) + 1
+    return lines[:after] + servers + lines[after:]
+
+
+def _server_line(server: dict[str, Any]) -> str:
+    state = server["status"] + (f": {server['reason']}" if server["reason"] else "")
+    tools = f", tools: {', '.join(server['tools'])}" if server["tools"] else ""
+    return f"  {server['name']} ({server['transport']}, {state}{tools})"
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -87,20 +123,20 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0 if report["database"]["ok"] else 1
 
 
-def tool_records() -> list[dict[str, Any]]:
+def tool_records(settings: Settings) -> list[dict[str, Any]]:
     """Every tool the model is offered: name, source, description and arguments."""
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
-    from tools import TOOLS
+    from graph.builder import default_tools
 
     records = []
-    for tool in TOOLS:
+    for tool in default_tools(settings):
         fields = convert_to_openai_tool(tool)["function"]["parameters"]  # what the model sees
         required = set(fields.get("required", []))
         records.append(
             {
                 "name": tool.name,
-                "source": "built-in",
+                "source": (tool.metadata or {}).get("source", "built-in"),
                 "description": " ".join(tool.description.split()),
                 "arguments": [
                     {"name": name, "type": spec.get("type", "any"), "required": name in required}
@@ -113,7 +149,9 @@ def tool_records() -> list[dict[str, Any]]:
 
 def cmd_tools(args: argparse.Namespace) -> int:
     """List every tool with its source and arguments."""
-    records = tool_records()
+    from graph.settings import get_settings
+
+    records = tool_records(get_settings())
     if args.json:
         print_json({"tools": records})
         return 0

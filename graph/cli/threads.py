@@ -50,11 +50,13 @@ def cmd_threads(args: argparse.Namespace) -> int:
     """List stored threads, most recently updated first."""
     from graph.settings import get_settings
     from graph.storage import database_name, open_saver
-    from graph.storage.threads import list_threads
+    from graph.storage.threads import list_threads, listed_from_rows
 
     settings = get_settings()
-    with open_saver(settings) as saver:
-        threads = list_threads(saver)
+    threads = None if settings.database_url else listed_from_rows(settings.db)
+    if threads is None:
+        with open_saver(settings) as saver:
+            threads = list_threads(saver)
     if args.json:
         print_json({"threads": threads})
         return 0

@@ -52,6 +52,9 @@ class _Deadline(BaseCallbackHandler):
         if self.passed.is_set():
             raise _Abandoned
 
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        """Nothing; without it LangChain formats every prompt message as text for `on_llm_start`."""
+
 
 def _request_options(model: Runnable[Any, Any], seconds: float) -> dict[str, Any]:
     """Per-call keyword arguments that bound each HTTP request to `seconds`, where supported."""

@@ -16,25 +16,24 @@ from typing import Any
 
 import aiosqlite
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from graph.settings import get_settings
 from graph.storage.allowlist import NamesThreadOnRefusal
+from graph.storage.checkpoint_rows import CompactCheckpointsAsync
 from graph.storage.leases import main_file
 from graph.storage.serde import FerrySerializer, serializer
-from graph.storage.sqlite import (
+from graph.storage.sqlite import FerrySaver, connect
+from graph.storage.sqlite_schema import (
     DELETE_FERRY_ROWS,
     FERRY_TABLES,
     FORGET_START,
     OPENING_STATEMENTS,
     RECORD_START,
-    FerrySaver,
-    connect,
 )
 from graph.storage.started import RecordsStartsOnItsLoop
 
 
-class AsyncFerrySaver(RecordsStartsOnItsLoop, NamesThreadOnRefusal, AsyncSqliteSaver):
+class AsyncFerrySaver(RecordsStartsOnItsLoop, NamesThreadOnRefusal, CompactCheckpointsAsync):
     """The async saver on `FERRY_DB`: what it writes `FerrySaver` reads, and the other way round."""
 
     async def afirst_start(self, thread_id: str, tool_call_id: str) -> bool:

@@ -11,14 +11,14 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 from urllib.parse import urlsplit
 
 from graph.settings import ConfigError, Settings
-from graph.storage.sqlite import FerrySaver, connect
 
 if TYPE_CHECKING:
     from graph.storage.postgres import FerryPostgresSaver
+    from graph.storage.sqlite import FerrySaver, connect
 
 __all__ = [
     "DatabaseError",
@@ -30,6 +30,15 @@ __all__ = [
     "open_saver",
     "sqlite_saver",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`FerrySaver` and `connect`, imported when first used: listing threads needs neither."""
+    if name in ("FerrySaver", "connect"):
+        from graph.storage import sqlite
+
+        return getattr(sqlite, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class DatabaseError(ConfigError):
@@ -90,6 +99,8 @@ def _read_only(path: Path) -> bool:
 def open_file(path: Path) -> sqlite3.Connection:
     """Connect to the SQLite file; read-only when it may not be written, so it can still be read."""
     if not _read_only(path):
+        from graph.storage.sqlite import connect
+
         return connect(path)
     uri = f"{path.absolute().as_uri()}?mode=ro"
     conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
@@ -99,11 +110,13 @@ def open_file(path: Path) -> sqlite3.Connection:
 
 def sqlite_saver(path: Path) -> FerrySaver:
     """A saver on `path` whose connection lives as long as the process."""
+    from graph.storage.sqlite import FerrySaver
+
     return FerrySaver(open_file(path))
 
 
 if TYPE_CHECKING:
-    Saver = FerrySaver | FerryPostgresSaver
+    Saver: TypeAlias = FerrySaver | FerryPostgresSaver
     """What `default_saver` and `open_saver` return."""
 
 
@@ -141,6 +154,8 @@ def _open_saver(settings: Settings) -> Iterator[Saver]:
         conn = open_file(settings.db)
     except OSError as exc:  # its folder cannot be created
         raise _database_error(settings, exc) from exc
+    from graph.storage.sqlite import FerrySaver
+
     saver = FerrySaver(conn)
     try:
         yield saver

@@ -14,6 +14,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from graph.storage import saved_parts
 from graph.storage.internals import (
     DeltaChannelHistory,
     DeltaSnapshot,
@@ -71,13 +72,16 @@ def replay(
     key: Key,
     remembered: Callable[[Key], list[Any] | None],
     task_path: bool,
+    on_saved: Callable[[str, list[Any]], None] | None = None,
 ) -> tuple[DeltaChannelHistory, int]:
     """The writes since the nearest remembered, saved or snapshot ancestor, and its history.
 
-    Also returns the length of the thread's saved history (0 if none). The walk reads ids
-    and one metadata field, and opens a checkpoint only where LangGraph may have stored a
-    snapshot. A snapshot must be honoured: when new input replaces an unfinished step,
-    LangGraph takes one so the abandoned step's stored writes are not replayed.
+    Also returns the length of the thread's saved history (0 if none), parts included
+    (`graph.storage.saved_parts`); `on_saved` is told the checkpoint and history whenever the
+    walk starts from the saved one. The walk reads ids and one metadata field, and opens a
+    checkpoint only where LangGraph may have stored a snapshot. A snapshot must be honoured:
+    when new input replaces an unfinished step, LangGraph takes one so the abandoned step's
+    stored writes are not replayed.
     """
     thread_id, namespace, target = key
     chain: list[str] = []
@@ -86,6 +90,8 @@ def replay(
     blobs = cur.connection.cursor()
     blobs.execute(SAVED_AT_SQL, (thread_id, namespace))
     saved_at, saved_length = blobs.fetchone() or (None, 0)
+    parts = saved_parts.points(blobs, thread_id, namespace) if saved_at else []
+    part_at = {checkpoint_id: length for length, checkpoint_id in parts}
     cur.execute(CHAIN_SQL, (thread_id, namespace, target, thread_id, namespace))
     for checkpoint_id, may_hold_snapshot in cur:
         if checkpoint_id == target and not walked:
@@ -97,8 +103,11 @@ def replay(
         chain.append(checkpoint_id)
         ancestor = (thread_id, namespace, checkpoint_id)
         seed = remembered(ancestor)
-        if seed is None and checkpoint_id == saved_at:
-            seed = _decoded(blobs, serde, "SELECT type, value FROM ferry_histories", ancestor)
+        if seed is None and (checkpoint_id == saved_at or checkpoint_id in part_at):
+            base = (thread_id, namespace, str(saved_at))  # parts are read only after a base
+            seed = _saved(blobs, serde, base, part_at.get(checkpoint_id))
+            if seed is not None and on_saved is not None:
+                on_saved(checkpoint_id, seed)
         if seed is None and may_hold_snapshot:
             seed = _stored_messages(blobs, serde, ancestor)
         if seed is not None:
@@ -109,7 +118,17 @@ def replay(
         seed_val_by_ch={"messages": seed}, seeded=set() if seed is None else {"messages"},
         stage2_rows=rows, serde=serde,
     )["messages"]  # fmt: skip
-    return history, saved_length
+    return history, parts[-1][0] if parts else saved_length
+
+
+def _saved(cur: sqlite3.Cursor, serde: Any, base_key: Key, upto: int | None) -> list[Any] | None:
+    """The saved history: the base (at `base_key`), and its parts up to length `upto`."""
+    base = _decoded(cur, serde, "SELECT type, value FROM ferry_histories", base_key)
+    if not isinstance(base, list):
+        return None
+    if upto is None:
+        return base
+    return saved_parts.joined(cur, serde, base_key[0], base_key[1], base, upto)
 
 
 def _message_writes(

@@ -2,8 +2,9 @@
 
 LangGraph's Postgres savers are used with their own serializer and channel versions everywhere,
 so a thread started by any entry point continues in any other. Messages are stored as each
-step's writes (see `graph.state`), which these savers replay natively: a thread grows with its
-conversation, as in SQLite.
+step's writes (see `graph.state`): a thread grows with its conversation, as in SQLite. As in
+SQLite, a saved history per thread spares a new process the replay from the thread's start,
+and a summary row per thread spares `ferry threads` every replay (`graph.storage.pg_kept`).
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ import atexit
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from typing import Any
 
 from graph.settings import ConfigError
 from graph.storage.allowlist import NamesThreadOnRefusal
+from graph.storage.pg_history import SAVED_HISTORIES_TABLE, KeptHistories
 from graph.storage.serde import serializer
 from graph.storage.started import STARTED_CALLS_TABLE, RecordsStartsOnItsLoop
+from graph.storage.summaries import DELETE_POSTGRES, SUMMARIES_TABLE
 
 try:
     import psycopg
@@ -25,6 +29,8 @@ try:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from psycopg.rows import DictRow, dict_row
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+    from graph.storage.pg_kept import AsyncKeepsHistories, KeepsHistories
 except ImportError as exc:  # the optional extra is not installed
     raise ConfigError(
         "FERRY_DATABASE_URL needs Postgres support: pip install 'ferry-agent[postgres]'"
@@ -40,7 +46,16 @@ _SETUP_LOCK = 0x6665_7272  # "ferr"
 _SETUP_WAIT_S = 60
 _RECORD_START = "INSERT INTO ferry_started_calls VALUES (%s, %s) ON CONFLICT DO NOTHING"
 _FORGET_START = "DELETE FROM ferry_started_calls WHERE thread_id = %s AND tool_call_id = %s"
-_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "ferry_started_calls")
+_TABLES = (
+    *("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
+    *("ferry_started_calls", "ferry_histories", "ferry_thread_summaries"),
+)
+_FERRY_TABLES = (STARTED_CALLS_TABLE, SAVED_HISTORIES_TABLE, SUMMARIES_TABLE)
+_DELETE_FERRY_ROWS = (
+    "DELETE FROM ferry_started_calls WHERE thread_id = %s",
+    "DELETE FROM ferry_histories WHERE thread_id = %s",
+    DELETE_POSTGRES,
+)
 
 
 def connect(url: str) -> psycopg.Connection[DictRow]:
@@ -58,22 +73,21 @@ def connect(url: str) -> psycopg.Connection[DictRow]:
         raise ConfigError(f"cannot connect to Postgres (FERRY_DATABASE_URL): {reason}") from exc
 
 
-_DELETE_STARTS = "DELETE FROM ferry_started_calls WHERE thread_id = %s"
-
-
-class FerryPostgresSaver(NamesThreadOnRefusal, PostgresSaver):
-    """LangGraph's Postgres saver with Ferry's serializer, and its record of started calls."""
+class FerryPostgresSaver(KeepsHistories, NamesThreadOnRefusal, PostgresSaver):
+    """LangGraph's Postgres saver with Ferry's serializer, rows and kept histories."""
 
     def __init__(
         self, conn: psycopg.Connection[DictRow] | ConnectionPool[psycopg.Connection[DictRow]]
     ) -> None:
         super().__init__(conn, serde=serializer())
+        self.kept = KeptHistories()
 
     def setup(self) -> None:
         """Create or migrate LangGraph's tables, and Ferry's."""
         super().setup()
         with self._cursor() as cur:
-            cur.execute(STARTED_CALLS_TABLE)
+            for statement in _FERRY_TABLES:
+                cur.execute(statement)
 
     def first_start(self, thread_id: str, tool_call_id: str) -> bool:
         """Record that a call is starting; False if it had started before."""
@@ -93,10 +107,12 @@ class FerryPostgresSaver(NamesThreadOnRefusal, PostgresSaver):
             return [row["thread_id"] for row in cur.fetchall()]
 
     def delete_thread(self, thread_id: str) -> None:
-        """Delete a thread's checkpoints, writes and record of started calls."""
+        """Delete a thread's checkpoints and writes, and Ferry's rows and histories of it."""
         super().delete_thread(thread_id)
         with self._cursor() as cur:
-            cur.execute(_DELETE_STARTS, (str(thread_id),))
+            for statement in _DELETE_FERRY_ROWS:
+                cur.execute(statement, (str(thread_id),))
+        self.kept.forget(str(thread_id))
 
     def stored_bytes(self) -> int:
         """Disk space the threads take: Ferry's tables with their indexes and TOAST data."""
@@ -159,8 +175,14 @@ def open_postgres_saver(url: str) -> Iterator[FerryPostgresSaver]:
             conn.close()
 
 
-class AsyncFerryPostgresSaver(RecordsStartsOnItsLoop, NamesThreadOnRefusal, AsyncPostgresSaver):
+class AsyncFerryPostgresSaver(
+    RecordsStartsOnItsLoop, AsyncKeepsHistories, NamesThreadOnRefusal, AsyncPostgresSaver
+):
     """LangGraph's async Postgres saver, for the server; a refused value names its thread."""
+
+    def __init__(self, conn: Any, *, serde: Any = None) -> None:
+        super().__init__(conn, serde=serde or serializer())
+        self.kept = KeptHistories()
 
     async def afirst_start(self, thread_id: str, tool_call_id: str) -> bool:
         """Record that a call is starting; False if it had started before."""
@@ -177,13 +199,16 @@ class AsyncFerryPostgresSaver(RecordsStartsOnItsLoop, NamesThreadOnRefusal, Asyn
         """Create or migrate LangGraph's tables, and Ferry's."""
         await super().setup()
         async with self._cursor() as cur:
-            await cur.execute(STARTED_CALLS_TABLE)
+            for statement in _FERRY_TABLES:
+                await cur.execute(statement)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        """Delete a thread (from Studio, say) with its record of started calls."""
+        """Delete a thread (from Studio, say) with Ferry's rows and histories of it."""
         await super().adelete_thread(thread_id)
         async with self._cursor() as cur:
-            await cur.execute(_DELETE_STARTS, (str(thread_id),))
+            for statement in _DELETE_FERRY_ROWS:
+                await cur.execute(statement, (str(thread_id),))
+        self.kept.forget(str(thread_id))
 
 
 def postgres_saver(url: str) -> FerryPostgresSaver:

@@ -10,6 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
 from graph.storage.internals import DeltaSnapshot, snapshot_value
+from graph.storage.saved_parts import DELETE_PARTS
 from graph.storage.threads import list_threads
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ def prune_thread(saver: FerrySaver, thread_id: str, keep: int, namespace: str = 
         removed = int(cur.rowcount)
         for table in ("writes", "ferry_histories"):
             cur.execute(f"DELETE FROM {table} WHERE {where}", (thread_id, namespace, *kept))
+        cur.execute(DELETE_PARTS, (thread_id, namespace))  # they extend a base now gone or stale
     return removed
 
 

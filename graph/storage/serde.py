@@ -14,15 +14,14 @@ to is capped.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import os
-import threading
-import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 
 import ormsgpack
-import zstandard
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
@@ -31,25 +30,20 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from graph.log import redact
 from graph.settings import ConfigError, Settings, get_settings
 from graph.storage.allowlist import MESSAGE_CLASSES, StoredValueError, Unpacker, allowing, load_json
-from graph.storage.dictionary import dictionary
+from graph.storage.compression import DECOMPRESSORS, DICTIONARY, compress
 
-__all__ = ["MESSAGES", "FerrySerializer", "StoredValueError", "serializer"]
+__all__ = ["MESSAGES", "FerrySerializer", "StoredValueError", "collection_paused", "serializer"]
 
 MESSAGES = "ferry-msgs"
 """Type tag of a message list in the compact form (stored on every row: kept short)."""
-_DICTIONARY = "+zd1"  # zstd with Ferry's dictionary 1 (graph/storage/dictionary.py)
-_ZSTD = "+zstd"  # zstd alone, written by earlier versions; still read
-_ZLIB = "+zlib"  # likewise
 _AES = "+aes"  # LangGraph's AES cipher (EAX), outermost
 _WORTH_TRYING = 32  # bytes; with the dictionary even a short reply shrinks by half
-_LEVEL = 3  # zstd's default: most of the gain, a few microseconds a value
 MAX_VALUE_BYTES = 32 * 2**20
 """What one stored value may decompress to (`FERRY_MAX_STORED_VALUE_MB`): a read's memory bound.
 
 Ferry's largest values are saved histories, a few MB for a thousand turns; a value that would
 decompress beyond the cap is stored uncompressed, so nothing Ferry writes is ever refused.
 """
-_CHUNK = 2**20  # a decompression bomb is stopped within one chunk past the cap
 
 _CLASSES: dict[str, type[BaseMessage]] = {cls.__name__: cls for cls in MESSAGE_CLASSES}
 # Only values msgpack round-trips exactly: a tuple, datetime, UUID, enum, dataclass, subclass of
@@ -98,9 +92,9 @@ class FerrySerializer(SerializerProtocol):
         type_tag, data = (MESSAGES, compact) if compact else self._langgraph.dumps_typed(obj)
         # A value too big to decompress under the cap stays uncompressed, so it always loads.
         if _WORTH_TRYING <= len(data) <= self.max_value_bytes:
-            packed = _codecs.compressor.compress(data)
+            packed = compress(data)
             if len(packed) <= len(data) * 0.9:
-                type_tag, data = type_tag + _DICTIONARY, packed
+                type_tag, data = type_tag + DICTIONARY, packed
         if self.cipher:
             cipher_name, data = self.cipher.encrypt(data)
             type_tag = f"{type_tag}+{cipher_name}"
@@ -111,13 +105,20 @@ class FerrySerializer(SerializerProtocol):
         type_tag, payload = data
         if type_tag.endswith(_AES):
             type_tag, payload = type_tag.removesuffix(_AES), self._decrypt(payload)
-        for suffix, decompress in _DECOMPRESSORS.items():
+        for suffix, decompress in DECOMPRESSORS.items():
             if type_tag.endswith(suffix):
                 type_tag = type_tag.removesuffix(suffix)
                 payload = decompress(payload, self.max_value_bytes)
                 break
         if type_tag == MESSAGES:
-            return [_message(name, fields) for name, fields in self._unpacker.unpack(payload)]
+            pausing = gc.isenabled()  # a plain check: this runs for every stored message row
+            if pausing:
+                gc.disable()
+            try:
+                return [_message(name, fields) for name, fields in self._unpacker.unpack(payload)]
+            finally:
+                if pausing:
+                    gc.enable()
         if type_tag == "msgpack":
             return self._unpacker.unpack(payload, ormsgpack.OPT_NON_STR_KEYS)
         if type_tag == "json":
@@ -138,53 +139,26 @@ class FerrySerializer(SerializerProtocol):
             ) from exc
 
 
-def _zstd(decompressor: Callable[[], zstandard.ZstdDecompressor]) -> Decompress:
-    def decompress(payload: bytes, cap: int) -> bytes:
-        with decompressor().stream_reader(payload) as reader:
-            return _bounded(reader.read, cap)
+@contextlib.contextmanager
+def collection_paused() -> Iterator[None]:
+    """Pause Python's cycle collector while messages are rebuilt (`loads_typed` does too).
 
-    return decompress
-
-
-def _zlib(payload: bytes, cap: int) -> bytes:
-    stream, pending = zlib.decompressobj(), payload
-
-    def read(size: int) -> bytes:
-        nonlocal pending
-        data = stream.decompress(pending, size)  # stops at `size`, keeping the rest of the input
-        pending = stream.unconsumed_tail
-        return data
-
-    return _bounded(read, cap)
-
-
-def _bounded(read: Callable[[int], bytes], cap: int) -> bytes:
-    """Read a decompressing stream to its end, refusing it once it passes `cap` bytes.
-
-    Chunks are kept apart until the end, so a refused bomb costs the cap, not twice that.
+    A saved history is thousands of messages, each a few dicts and lists: the collector would
+    run dozens of times over everything the process holds (after LangChain's imports, a lot),
+    for objects that form no cycles. That was 100 of the 165 ms of a cold read of 1000 turns.
+    Reference counting still frees everything; the collector resumes afterwards. Left alone
+    if it is already paused (by another thread's read, or by the application).
     """
-    chunks, size = [], 0
-    while chunk := read(_CHUNK):
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > cap:
-            raise _too_big(cap)
-    return b"".join(chunks)
+    if not gc.isenabled():  # paused by another thread's read, or by the application
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
-def _too_big(cap: int) -> StoredValueError:
-    return StoredValueError(
-        f"a stored value decompresses to more than {cap // 2**20} MB "
-        "(FERRY_MAX_STORED_VALUE_MB): refused"
-    )
-
-
-Decompress = Callable[[bytes, int], bytes]
-_DECOMPRESSORS: dict[str, Decompress] = {
-    _DICTIONARY: _zstd(lambda: _codecs.decompressor),
-    _ZSTD: _zstd(zstandard.ZstdDecompressor),
-    _ZLIB: _zlib,
-}
 _PLAIN: dict[str, Callable[[bytes], Any]] = {
     "null": lambda _: None,
     "bytes": bytes,
@@ -279,17 +253,3 @@ def _defaults(name: str) -> tuple[dict[str, Any], list[tuple[str, Callable[[], A
         else:
             defaults[field] = info.default
     return defaults, fresh
-
-
-class _Codecs(threading.local):
-    """zstd contexts are not thread-safe, and making one per value costs more than the work."""
-
-    compressor: zstandard.ZstdCompressor
-    decompressor: zstandard.ZstdDecompressor
-
-    def __init__(self) -> None:
-        self.compressor = zstandard.ZstdCompressor(level=_LEVEL, dict_data=dictionary())
-        self.decompressor = zstandard.ZstdDecompressor(dict_data=dictionary())
-
-
-_codecs: _Codecs = _Codecs()

@@ -19,82 +19,29 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Overwrite
 
 from graph.state import fold_messages
-from graph.storage import history
+from graph.storage import history, saved_parts
 from graph.storage.allowlist import NamesThreadOnRefusal, naming_thread
+from graph.storage.checkpoint_rows import CompactCheckpoints
 from graph.storage.in_threads import AsyncInThreads
 from graph.storage.internals import DeltaChannelHistory, snapshot_value, writes_have_task_path
-from graph.storage.serde import FerrySerializer, serializer
-from graph.storage.started import STARTED_CALLS_TABLE
+from graph.storage.serde import FerrySerializer, collection_paused, serializer
+from graph.storage.sqlite_schema import (
+    DELETE_FERRY_ROWS,
+    FERRY_TABLES,
+    FORGET_START,
+    OPENING_STATEMENTS,
+    RECORD_START,
+)
+from graph.storage.sqlite_summaries import SummarisesThreads
 from graph.storage.versions import CompactVersions, upgrade
 
 log = logging.getLogger("ferry.saver")
 _CACHED_HISTORIES = 128
 _SAVE_FROM = 200  # messages; a shorter history replays in a few milliseconds
-_SAVE_GROWTH = 1.5  # save again once the history has grown by half: a read replays at most a third
-# LangGraph's own tables, created first WITHOUT ROWID (LangGraph then finds them; the columns are
-# its own): each row lives in its primary-key index instead of beside a second copy of its key
-# (~150 bytes a row, two dozen rows a turn). With 8 KB pages the 1-2 KB message rows still pack
-# well; measured by `make bench` (bench/README.md).
-CHECKPOINTS_TABLE = """
-CREATE TABLE IF NOT EXISTS checkpoints (
-    thread_id TEXT NOT NULL,
-    checkpoint_ns TEXT NOT NULL DEFAULT '',
-    checkpoint_id TEXT NOT NULL,
-    parent_checkpoint_id TEXT,
-    type TEXT,
-    checkpoint BLOB,
-    metadata BLOB,
-    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
-) WITHOUT ROWID"""
-WRITES_TABLE = """
-CREATE TABLE IF NOT EXISTS writes (
-    thread_id TEXT NOT NULL,
-    checkpoint_ns TEXT NOT NULL DEFAULT '',
-    checkpoint_id TEXT NOT NULL,
-    task_id TEXT NOT NULL,
-    task_path TEXT NOT NULL DEFAULT '',
-    idx INTEGER NOT NULL,
-    channel TEXT NOT NULL,
-    type TEXT,
-    value BLOB,
-    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
-) WITHOUT ROWID"""
-# One history per thread (and namespace), at the checkpoint named; replaced only by a longer one.
-SAVED_HISTORIES_TABLE = """
-CREATE TABLE IF NOT EXISTS ferry_histories (
-    thread_id TEXT NOT NULL,
-    checkpoint_ns TEXT NOT NULL,
-    checkpoint_id TEXT NOT NULL,
-    messages INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    value BLOB NOT NULL,
-    PRIMARY KEY (thread_id, checkpoint_ns)
-) WITHOUT ROWID"""
-
-RECORD_START = "INSERT OR IGNORE INTO ferry_started_calls VALUES (?, ?)"
-FORGET_START = "DELETE FROM ferry_started_calls WHERE thread_id = ? AND tool_call_id = ?"
-"""Record a tool call as started (nothing if it already was)."""
-
-OPENING_STATEMENTS = (
-    # Pages that fit the typical 1-2 KB message rows (only a new file can choose its page size;
-    # an existing one keeps it).
-    "PRAGMA page_size=8192",
-    # WAL lets readers and one writer work at once; the busy timeout waits out other writers
-    # instead of failing with "database is locked".
-    "PRAGMA journal_mode=WAL",
-    "PRAGMA busy_timeout=30000",
-    "PRAGMA synchronous=NORMAL",
-    # Read pages in place rather than copying each one: a first read of a long thread touches
-    # all of its pages (about 15% less time in SQLite; the address space is not memory used).
-    "PRAGMA mmap_size=268435456",
-    CHECKPOINTS_TABLE,
-    WRITES_TABLE,
-)
-"""Run on every connection to a Ferry SQLite file, by the CLI, Python and the server alike."""
+_SAVE_GROWTH = 1.5  # a new base once the history is half again what is saved (parts aside)
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -106,36 +53,35 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-FERRY_TABLES = (STARTED_CALLS_TABLE, SAVED_HISTORIES_TABLE)
-"""Ferry's own tables beside LangGraph's, created by every SQLite saver's setup."""
-DELETE_FERRY_ROWS = (
-    "DELETE FROM ferry_started_calls WHERE thread_id = ?",
-    "DELETE FROM ferry_histories WHERE thread_id = ?",
-)
-"""Ferry's own rows of a thread, deleted with its checkpoints by every SQLite saver."""
-
-
-class FerrySaver(NamesThreadOnRefusal, AsyncInThreads, CompactVersions, SqliteSaver):
+class FerrySaver(
+    SummarisesThreads, NamesThreadOnRefusal, AsyncInThreads, CompactVersions, CompactCheckpoints
+):
     """A SQLite saver that keeps rebuilt message histories, in memory and sparsely on disk.
 
     A checkpoint never changes once written, so the history rebuilt at a checkpoint stays true.
     In memory, the recently rebuilt ones: a running process replays only a turn's new writes.
-    On disk, one per thread, saved again each time the thread's history has grown by half: a
-    new process (`ferry history`, a restarted server) replays at most the newest third of a
-    thread, the saved copy costs at most one compressed history per thread, and the saves take
-    time linear in the thread's length in total (each is half again the size of the last).
+    On disk, one per thread from 200 messages on, extended by parts of a few turns each
+    (`graph.storage.saved_parts`): a new process (`ferry history`, a restarted server) replays
+    fewer than `saved_parts.PART` messages' writes, and the copy costs one compressed history.
     """
 
     def __init__(self, conn: sqlite3.Connection, serde: FerrySerializer | None = None) -> None:
         super().__init__(conn, serde=serde or serializer())
         self._histories: OrderedDict[tuple[str, str, str], list[Any]] = OrderedDict()
         self._histories_lock = threading.Lock()
+        # Per (thread, namespace): the newest saved point this process knows the history at.
+        self._saved: OrderedDict[tuple[str, str], tuple[str, list[Any]]] = OrderedDict()
 
     def setup(self) -> None:
-        """Create LangGraph's tables, Ferry's record of started calls and its saved histories."""
+        """Create LangGraph's tables and Ferry's, once (every cursor asks for it)."""
+        if self.is_setup:
+            return
         super().setup()
-        for statement in FERRY_TABLES:
-            self.conn.execute(statement)
+        try:
+            for statement in FERRY_TABLES:
+                self.conn.execute(statement)
+        except sqlite3.OperationalError:  # read-only, from before a table: read without it
+            log.debug("read-only file: Ferry's newer tables not created")
         self.conn.commit()
         upgrade(self.conn, self.serde)
 
@@ -193,21 +139,65 @@ class FerrySaver(NamesThreadOnRefusal, AsyncInThreads, CompactVersions, SqliteSa
         if (known := self._remembered(key)) is not None:
             # A copy: the channel hands its value out (`get_state`), and a caller may edit it.
             return {"messages": {"writes": [], "seed": list(known)}}
-        with self.cursor(transaction=False) as cur:
+        found: list[list[Any]] = []  # the remembered history the walk started from, if any
+
+        def remembered(ancestor: history.Key) -> list[Any] | None:
+            if (known := self._remembered(ancestor)) is not None:
+                found.append(known)
+            return known
+
+        with self.cursor(transaction=False) as cur, collection_paused():
             replayed, saved_length = history.replay(
-                cur, self.serde, key, self._remembered, writes_have_task_path(self)
-            )
+                cur, self.serde, key, remembered, writes_have_task_path(self),
+                on_saved=lambda at, saved: self._know_saved(key[:2], at, list(saved)),
+            )  # fmt: skip
         writes = [value for _, _, value in replayed["writes"]]
         seed = replayed.get("seed")
+        # A remembered history was checked when it was remembered: only the new writes need it
+        # (a walk over the whole history at every step would grow with the thread).
+        checked = [] if found and found[-1] is seed else seed
         if any(isinstance(value, Overwrite) for value in writes) or not history.are_messages(
-            seed, writes
+            checked, writes
         ):
             return {"messages": replayed}  # an edit in Studio, or not Ferry's messages: LangGraph
         messages = fold_messages(snapshot_value(seed), writes)
         self._remember(key, messages)
-        if len(messages) >= max(_SAVE_FROM, _SAVE_GROWTH * saved_length):
-            self._save_history(key, messages)
+        self._keep_saved(key, messages, saved_length)
         return {"messages": {"writes": [], "seed": list(messages)}}
+
+    def _know_saved(self, thread: tuple[str, str], at: str, saved: list[Any] | None) -> None:
+        with self._histories_lock:
+            if saved is None:
+                self._saved.pop(thread, None)
+                return
+            self._saved[thread] = (at, saved)
+            self._saved.move_to_end(thread)
+            while len(self._saved) > _CACHED_HISTORIES:
+                self._saved.popitem(last=False)
+
+    def _keep_saved(self, key: history.Key, messages: list[Any], length: int) -> None:
+        """Append the history's new messages to the saved one, or save it anew (a base)."""
+        known = self._saved.get(key[:2])
+        if (
+            known is not None
+            and len(known[1]) == length
+            and len(messages) >= length + saved_parts.PART
+        ):
+            if not saved_parts.extends(messages, known[1]):
+                self._know_saved(key[:2], "", None)  # another branch: stop comparing each step
+            elif self._append(key, messages, (known[0], length)):
+                return
+        if len(messages) >= max(_SAVE_FROM, _SAVE_GROWTH * length):
+            self._save_history(key, messages)
+
+    def _append(self, key: history.Key, messages: list[Any], saved: tuple[str, int]) -> bool:
+        try:
+            with self.cursor() as cur:
+                appended = saved_parts.append(cur, self.serde, key, messages, saved)
+        except sqlite3.OperationalError:  # e.g. a read-only file: only speed is lost
+            return False
+        self._know_saved(key[:2], key[2], messages if appended else None)
+        return appended
 
     def _save_history(self, key: tuple[str, str, str], messages: list[Any]) -> None:
         """Save the history at a checkpoint as its thread's, unless a longer one is saved."""
@@ -226,8 +216,12 @@ class FerrySaver(NamesThreadOnRefusal, AsyncInThreads, CompactVersions, SqliteSa
                     "INSERT OR IGNORE INTO ferry_histories VALUES (?, ?, ?, ?, ?, ?)",
                     (thread_id, namespace, checkpoint_id, len(messages), type_tag, value),
                 )
+                if saved := cur.rowcount == 1:  # the parts extended the base it replaced
+                    cur.execute(saved_parts.DELETE_PARTS, (thread_id, namespace))
         except sqlite3.OperationalError as error:  # e.g. a read-only file: only speed is lost
             log.debug("history of %s not saved: %s", key[0], error)
+            return
+        self._know_saved(key[:2], checkpoint_id, messages if saved else None)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Keep only each thread's latest checkpoint per namespace, or (`delete`) nothing.
@@ -249,3 +243,5 @@ class FerrySaver(NamesThreadOnRefusal, AsyncInThreads, CompactVersions, SqliteSa
         with self._histories_lock:
             for key in [k for k in self._histories if k[0] == str(thread_id)]:
                 del self._histories[key]
+            for thread in [k for k in self._saved if k[0] == str(thread_id)]:
+                del self._saved[thread]

@@ -1,20 +1,28 @@
-"""Reading the stored threads: what `ferry threads` and `ferry history` show."""
+"""Reading the stored threads: what `ferry threads` and `ferry history` show.
+
+A listing reads each thread's summary row (`graph.storage.summaries`); only a thread without a
+current one is rebuilt, so the message classes are imported only when one is. When every row
+of a SQLite file is current, `listed_from_rows` reads them without a saver, so not even
+LangGraph is imported.
+"""
 
 from __future__ import annotations
 
+import base64
 import logging
-from typing import TYPE_CHECKING, Any
+import sqlite3
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
-
-from graph.state import fold_messages
-from graph.storage.allowlist import StoredValueError
-from graph.storage.internals import snapshot_value
+from graph.storage.summaries import PLAIN, Opener, Row, Summary, listing_rows, summary_of
 
 if TYPE_CHECKING:
-    from graph.storage import Saver
+    from langchain_core.messages import BaseMessage
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import Checkpoint, CheckpointTuple
+
+    from graph.storage.internals import DeltaChannelHistory
 
 log = logging.getLogger("ferry.threads")
 
@@ -22,39 +30,144 @@ log = logging.getLogger("ferry.threads")
 TITLE_CHARS = 60
 
 
+class ReadsHistories(Protocol):
+    """A saver, as far as rebuilding a thread's messages needs one."""
+
+    serde: Any
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint `config` names, or its thread's newest."""
+        ...
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """A channel's history up to `config`'s checkpoint."""
+        ...
+
+
+class KeepsSummaries(ReadsHistories, Protocol):
+    """A saver that keeps a summary row per thread (Ferry's SQLite and Postgres savers)."""
+
+    def thread_summaries(self) -> list[tuple[Any, ...]]:
+        """Each thread's listing row (`graph.storage.summaries.LISTING`)."""
+        ...
+
+    def save_summary(self, row: Row) -> None:
+        """Write a thread's summary row; nothing if the database may not be written."""
+        ...
+
+
 def title_of(messages: list[Any]) -> str:
     """A thread's title: its first question on one line, cut to `TITLE_CHARS`."""
+    from langchain_core.messages import BaseMessage
+
     first = next((m for m in messages if isinstance(m, BaseMessage) and m.type == "human"), None)
     text = " ".join(str(first.text).split()) if first is not None else ""
     return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
 
 
-def list_threads(saver: Saver) -> list[dict[str, Any]]:
+def list_threads(saver: KeepsSummaries) -> list[Summary]:
     """Every thread with its last update time, message count and title, most recent first."""
     threads = []
-    for thread_id in saver.thread_ids():
-        config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    opener = _opener(saver.serde)
+    for row in saver.thread_summaries():
+        summary = summary_of(row, opener) or _rebuilt(saver, str(row[0]))
+        if summary is not None:
+            threads.append(summary)
+    return _newest_first(threads)
+
+
+def listed_from_rows(path: Path) -> list[Summary] | None:
+    """What `list_threads` returns for the SQLite file at `path`, read from its rows alone.
+
+    None when a thread needs rebuilding (no current row, a sealed title, a file from before
+    the rows) or the file cannot be read so: a saver's `list_threads` does it, and reports why.
+    """
+    uri = f"{path.absolute().as_uri()}?mode=rw"  # never creates the file; read-only if it is
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=30)
         try:
-            latest = saver.get_tuple(config)
-            if latest is None:
-                continue
-            messages = stored_messages(saver, latest)
-        except StoredValueError as refused:  # one bad thread must not hide the others
-            log.warning("%s (left out of the list)", refused)
-            continue
-        threads.append(
-            {
-                "thread_id": thread_id,
-                "updated_at": latest.checkpoint["ts"],
-                "messages": len(messages),
-                "title": title_of(messages),
-            }
-        )
+            rows = listing_rows(conn.cursor())
+        finally:
+            conn.close()
+    except sqlite3.Error as error:
+        log.debug("listing %s with a saver: %s", path, error)
+        return None
+    threads = [summary for row in rows if (summary := summary_of(row)) is not None]
+    return _newest_first(threads) if len(threads) == len(rows) else None
+
+
+def _newest_first(threads: list[Summary]) -> list[Summary]:
     return sorted(threads, key=lambda t: t["updated_at"], reverse=True)
 
 
-def stored_messages(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> list[Any]:
+def _rebuilt(saver: KeepsSummaries, thread_id: str) -> Summary | None:
+    """A thread's summary from its history, saved for the next listing; None if refused."""
+    from graph.storage.allowlist import StoredValueError
+
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    try:
+        latest = saver.get_tuple(config)
+        if latest is None:
+            return None
+        row = summary_row(saver, latest.config, latest.checkpoint)
+    except StoredValueError as refused:  # one bad thread must not hide the others
+        log.warning("%s (left out of the list)", refused)
+        return None
+    saver.save_summary(row)
+    return summary_of(row, _opener(saver.serde))
+
+
+def summary_after_put(
+    saver: ReadsHistories, saved: RunnableConfig, checkpoint: Checkpoint
+) -> Row | None:
+    """A thread's new summary row, after a checkpoint was put on its main namespace."""
+    if saved["configurable"].get("checkpoint_ns"):
+        return None
+    try:
+        return summary_row(saver, saved, checkpoint)
+    except Exception as error:  # noqa: BLE001 - only a shortcut: the listing rebuilds the thread
+        log.debug("summary of %s not kept: %s", saved["configurable"]["thread_id"], error)
+        return None
+
+
+def summary_row(saver: ReadsHistories, config: RunnableConfig, checkpoint: Checkpoint) -> Row:
+    """A thread's summary as of one of its checkpoints (`config` names it)."""
+    from langgraph.checkpoint.base import CheckpointTuple
+
+    messages = stored_messages(saver, CheckpointTuple(config, checkpoint, {}))
+    configurable = config["configurable"]
+    thread_id, checkpoint_id = str(configurable["thread_id"]), configurable["checkpoint_id"]
+    title, title_type = _sealed(saver.serde, title_of(messages))
+    return (thread_id, checkpoint_id, checkpoint["ts"], len(messages), title, title_type)
+
+
+def _sealed(serde: Any, title: str) -> tuple[str, str]:
+    """A title as stored: as it is, or sealed by the serializer when that encrypts."""
+    if getattr(serde, "cipher", None) is None:
+        return title, PLAIN
+    type_tag, data = serde.dumps_typed(title)
+    return base64.b64encode(data).decode("ascii"), str(type_tag)
+
+
+def _opener(serde: Any) -> Opener:
+    """Open a sealed title with the saver's serializer: text, or it raises."""
+
+    def opened(title_type: str, stored: str) -> str:
+        title = serde.loads_typed((title_type, base64.b64decode(stored, validate=True)))
+        if not isinstance(title, str):
+            raise TypeError(f"a title is text, not {type(title).__name__}")
+        return title
+
+    return opened
+
+
+def stored_messages(saver: ReadsHistories, saved: CheckpointTuple) -> list[Any]:
     """The messages as of a checkpoint: its own snapshot, or rebuilt from the steps' writes."""
+    from graph.state import fold_messages
+    from graph.storage.internals import snapshot_value
+
     values = saved.checkpoint["channel_values"]
     if "messages" in values:
         return snapshot_value(values["messages"])
@@ -69,6 +182,8 @@ _ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"
 
 def message_record(message: BaseMessage) -> dict[str, Any]:
     """One message as `history --json` shows it: role, text content, and call details."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
     record: dict[str, Any] = {
         "role": _ROLES.get(message.type, message.type),
         "content": str(message.text),

@@ -23,8 +23,9 @@ from langgraph.checkpoint.conformance.initializer import RegisteredCheckpointer
 from graph.server.checkpointer import AsyncFerrySaver
 from graph.storage.postgres import AsyncFerryPostgresSaver, FerryPostgresSaver, connect
 from graph.storage.serde import serializer
-from graph.storage.sqlite import OPENING_STATEMENTS, FerrySaver
+from graph.storage.sqlite import FerrySaver
 from graph.storage.sqlite import connect as sqlite_connect
+from graph.storage.sqlite_schema import OPENING_STATEMENTS
 from tests.support.pgserver import PostgresServer
 
 pytestmark = pytest.mark.timeout(300)

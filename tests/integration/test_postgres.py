@@ -410,6 +410,8 @@ def _plant_in_postgres(url: str, thread: str, value: tuple[str, bytes]) -> None:
             "WHERE thread_id = %s AND channel = 'messages'",
             (*value, thread),
         ).rowcount
+        # Its summary too, so that the listing reads the thread, as one from before them.
+        conn.execute("DELETE FROM ferry_thread_summaries WHERE thread_id = %s", (thread,))
     assert writes + blobs
 
 

@@ -242,6 +242,7 @@ def stored_text(db: Path) -> str:
             *saver.conn.execute("SELECT type, checkpoint, metadata FROM checkpoints"),
             *saver.conn.execute("SELECT type, value, channel FROM writes"),
             *saver.conn.execute("SELECT type, value, checkpoint_id FROM ferry_histories"),
+            *saver.conn.execute("SELECT type, value, checkpoint_id FROM ferry_history_parts"),
         ]
         return "\n".join(f"{saver.serde.loads_typed((t, v))!r} {other!r}" for t, v, other in rows)
 

@@ -49,6 +49,25 @@ def sqlite_stored_bytes(path: Path) -> int:
     return int(row[0])
 
 
+def sqlite_all_bytes(path: Path) -> int:
+    """Bytes of every value and key Ferry and LangGraph store in a SQLite file (columns, not pages).
+
+    Everything a thread costs: checkpoints, writes and saved histories, ids included.
+    """
+    conn = sqlite3.connect(path)
+    try:
+        total = 0
+        for table in ("checkpoints", "writes", "ferry_histories"):
+            columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+            lengths = " + ".join(f"coalesce(length(CAST({c} AS BLOB)), 0)" for c in columns)
+            total += int(
+                conn.execute(f"SELECT coalesce(sum({lengths}), 0) FROM {table}").fetchone()[0]
+            )
+    finally:
+        conn.close()
+    return total
+
+
 def postgres_stored_bytes(url: str) -> int:
     """Bytes of every stored checkpoint, blob and write in a Postgres database (rows, not pages)."""
     import psycopg

@@ -59,6 +59,13 @@ def _plant(db: Path, thread: str, where: str, value: tuple[str, bytes]) -> None:
     assert changed
 
 
+def _forget_summary(db: Path, thread: str) -> None:
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("DELETE FROM ferry_thread_summaries WHERE thread_id = ?", (thread,))
+    conn.close()
+
+
 @pytest.fixture
 def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A database with a good thread and a `bad` one; the planted module is importable."""
@@ -96,6 +103,7 @@ def test_the_cli_says_one_line_and_the_other_threads_still_list(
     planted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _plant(planted, "bad", "write", hostile_values(tmp_path / MARKER_NAME)["os.system"])
+    _forget_summary(planted, "bad")  # so the listing reads the thread, as one from before them
     assert main(["history", "--thread", "bad"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("ferry: thread bad: refused to load a stored value naming os.system")
@@ -151,3 +159,17 @@ def test_the_cap_is_a_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     saver = sqlite_saver(tmp_path / "ferry.db")
     assert isinstance(saver.serde, FerrySerializer)
     assert saver.serde.max_value_bytes == 2**20
+
+
+def test_a_frame_that_declares_its_size_is_held_to_it() -> None:
+    cap = 8 * 2**20
+    serde = FerrySerializer(max_value_bytes=cap)
+    honest = zstandard.ZstdCompressor(level=1).compress(bytes(16 * 2**20))  # declares 16 MB
+    with pytest.raises(StoredValueError, match="decompresses to more than 8 MB"):
+        serde.loads_typed(("msgpack+zstd", honest))
+    # A frame header claiming 1000 bytes for 3000 (its 2-byte size field holds size - 256).
+    frame = bytearray(zstandard.ZstdCompressor(level=1).compress(bytes(3000)))
+    assert zstandard.frame_content_size(bytes(frame)) == 3000 and frame[4] == 0x60
+    frame[5:7] = (1000 - 256).to_bytes(2, "little")
+    with pytest.raises(StoredValueError, match="does not decompress"):
+        serde.loads_typed(("msgpack+zstd", bytes(frame)))

@@ -17,6 +17,7 @@ from langchain_core.tools import tool
 from graph import build_graph
 from graph.storage import sqlite_saver
 from graph.storage.retention import prune_thread
+from graph.storage.saved_parts import PART
 from tests.support.scripted import ScriptedModel, answer, tool_call
 
 THREAD = "long"
@@ -53,6 +54,13 @@ def _saved(db: Path) -> list[tuple[str, str, int]]:
         ).fetchall()
 
 
+def _parts(db: Path) -> list[tuple[int, str]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(
+            "SELECT messages, checkpoint_id FROM ferry_history_parts ORDER BY messages"
+        ).fetchall()
+
+
 def _contents(graph: Any, config: Any = CONFIG) -> list[Any]:
     return [(m.id, m.content) for m in graph.get_state(config).values["messages"]]
 
@@ -80,19 +88,50 @@ def test_a_cold_read_starts_from_the_saved_history(tmp_path: Path) -> None:
     assert _contents(_graph(db)) == expected
 
 
-def test_one_copy_per_thread_replaced_only_by_a_longer_one(tmp_path: Path) -> None:
+def test_one_copy_per_thread_extended_by_parts_never_copied_again(tmp_path: Path) -> None:
     db = tmp_path / "ferry.db"
     running = _graph(db, range(110))
     _run(running, range(60))
-    [(_, first_at, first_length)] = _saved(db)
+    [(_, base_at, base_length)] = _saved(db)
     _run(running, range(60, 110))
-    [(_, later_at, later_length)] = _saved(db)
-    assert later_at != first_at and later_length >= 1.5 * first_length
+    assert _saved(db) == [(THREAD, base_at, base_length)]  # the base is not copied again
+    parts = _parts(db)
+    lengths = [base_length] + [length for length, _ in parts]
+    assert all(PART <= b - a < PART + PER_TURN for a, b in zip(lengths, lengths[1:], strict=False))
+    assert 110 * PER_TURN - lengths[-1] < PART  # a cold read replays less than a part
 
-    # Reading an older checkpoint in a new process rebuilds a shorter history: it is not saved.
+    # Without any message write the saved copy stands for, a cold read still comes out whole.
+    expected = _contents(running)
+    chain = [s.config["configurable"]["checkpoint_id"] for s in running.get_state_history(CONFIG)]
+    older = chain[chain.index(parts[-1][1]) + 1 :]
+    with closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute(
+            f"DELETE FROM writes WHERE channel = 'messages' AND checkpoint_id IN "
+            f"({','.join('?' * len(older))})",
+            older,
+        )
+    assert _contents(_graph(db)) == expected
+    # Reading an older checkpoint in a new process rebuilds a shorter history: nothing is saved.
     early = list(running.get_state_history(CONFIG))[-40]
     _graph(db).get_state(early.config)
-    assert _saved(db) == [(THREAD, later_at, later_length)]
+    assert _saved(db) == [(THREAD, base_at, base_length)] and _parts(db) == parts
+
+
+def test_a_fork_past_the_base_appends_no_part_of_the_other_branch(tmp_path: Path) -> None:
+    db = tmp_path / "ferry.db"
+    running = _graph(db, range(60))
+    _run(running, range(60))
+    [(_, base_at, _)] = _saved(db)
+    parts = _parts(db)
+    fork_point = next(
+        s for s in running.get_state_history(CONFIG) if len(s.values["messages"]) == 55 * PER_TURN
+    )
+    assert _saved(db)[0][2] < 55 * PER_TURN < parts[-1][0]  # between the base and the newest part
+    forked = _graph(db, range(1000, 1001))
+    forked.invoke({"messages": [("user", "a different question")]}, fork_point.config)
+    head = _contents(_graph(db))  # the fork's new checkpoint is now the thread's newest
+    assert len(head) == 56 * PER_TURN and head[-1][1] == "answer 1000"
+    assert _saved(db)[0][1] == base_at and _parts(db) == parts
 
 
 def test_time_travel_before_the_saved_history_reads_what_was_there(tmp_path: Path) -> None:
@@ -133,7 +172,7 @@ def test_prune_and_delete_leave_no_saved_copy_behind(tmp_path: Path) -> None:
     expected = _contents(running)
     assert len(_saved(db)) == 1
     prune_thread(sqlite_saver(db), THREAD, keep=3)  # the saved checkpoint is among those removed
-    assert _saved(db) == []
+    assert _saved(db) == [] and _parts(db) == []
     assert _contents(_graph(db)) == expected
 
     sqlite_saver(db).delete_thread(THREAD)

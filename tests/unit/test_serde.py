@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import gc
 import threading
 import zlib
 from pathlib import Path
@@ -193,3 +194,17 @@ def test_a_thread_read_by_a_new_process_equals_the_one_that_ran(tmp_path: Path) 
     assert cold == running
     assert [m.model_dump() for m in cold] == [m.model_dump() for m in running]
     assert [m.content for m in cold if isinstance(m, ToolMessage)] == ["1", "2", "3"]
+
+
+def test_loading_messages_leaves_the_cycle_collector_as_it_found_it() -> None:
+    serde = FerrySerializer()
+    stored = serde.dumps_typed([HumanMessage("hi", id="h1")] * 300)
+    assert gc.isenabled()
+    assert len(serde.loads_typed(stored)) == 300
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        serde.loads_typed(stored)
+        assert not gc.isenabled()  # the application's choice is kept
+    finally:
+        gc.enable()

@@ -8,6 +8,7 @@ model was sent.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -267,3 +268,20 @@ def test_in_memory_runs_work_without_start_records(scripted: Scripted, make_agen
     graph.invoke({"messages": [("user", "delete r2")]}, CONFIG)
     state = graph.invoke(Command(resume="no"), CONFIG)
     assert result_of(state).content == "kept r2"
+
+
+def test_secrets_in_an_artifact_are_redacted_before_storage(
+    scripted: Scripted, make_agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PAYMENTS_API_KEY", "sk-live-0123456789abcdef")
+
+    @tool(response_format="content_and_artifact")
+    def leaky() -> tuple[str, dict[str, Any]]:
+        """Return a header in the artifact."""
+        return "ok", {"headers": {"Authorization": "Bearer sk-live-0123456789abcdef"}, "n": 1}
+
+    model = scripted([tool_call("leaky"), answer("ok")])
+    state = run(make_agent(model, tools=[leaky]), {"messages": [("user", "go")]}, "invoke")
+    artifact = result_of(state).artifact
+    assert "sk-live-0123456789abcdef" not in json.dumps(artifact)
+    assert artifact["n"] == 1 and "[redacted]" in artifact["headers"]["Authorization"]

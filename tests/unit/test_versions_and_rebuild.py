@@ -21,7 +21,8 @@ from graph import build_graph
 from graph.server.checkpointer import AsyncFerrySaver
 from graph.storage import FerrySaver, sqlite_saver
 from graph.storage.serde import serializer
-from graph.storage.sqlite import OPENING_STATEMENTS, SAVED_HISTORIES_TABLE, connect
+from graph.storage.sqlite import connect
+from graph.storage.sqlite_schema import OPENING_STATEMENTS, SAVED_HISTORIES_TABLE
 from graph.storage.versions import compact_version
 from tests.support.scripted import ScriptedModel, answer
 

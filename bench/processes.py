@@ -1,0 +1,116 @@
+"""What a new process pays: a cold read, the memory to hold a thread, `ferry threads`, `--help`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.measure import best_seconds
+from bench.model import BenchModel
+from bench.systems import build, setup
+from bench.tools import fetch_blob
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def bench_env(**extra: str) -> dict[str, str]:
+    """This environment without FERRY_* settings, with `bench` importable from the repository."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FERRY_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["LANGSMITH_TRACING"] = "false"
+    return env | extra
+
+
+def cold_read(
+    system: str, path: Path, thread_id: str, repeat: int, python: str = sys.executable, **kw: str
+) -> dict[str, Any]:
+    """`repeat` cold reads, each in a new process (`bench.cold`): median time, median memory."""
+    cmd = [python, "-m", "bench.cold", "--system", system, "--path", str(path)]
+    cmd += ["--thread", thread_id] + [a for k, v in kw.items() for a in (f"--{k}", v)]
+    runs = []
+    for _ in range(repeat):
+        done = subprocess.run(cmd, capture_output=True, text=True, env=bench_env(), timeout=600)
+        if done.returncode != 0:
+            return {"error": done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]}
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return {
+        "load_ms": statistics.median(r["load_ms"] for r in runs),
+        "messages": runs[0]["messages"],
+        "extra_kb": statistics.median(r["extra_kb"] for r in runs),
+        "resident_extra_kb": statistics.median(r["resident_extra_kb"] for r in runs),
+        "runs": runs,
+    }
+
+
+def ferry_command(*args: str) -> list[str]:
+    exe = Path(sys.executable).with_name("ferry")
+    return [str(exe) if exe.exists() else shutil.which("ferry") or "ferry", *args]
+
+
+def ferry_help(repeat: int) -> dict[str, Any]:
+    command = ferry_command("--help")
+
+    def once() -> None:
+        subprocess.run(command, check=True, capture_output=True, env=bench_env())
+
+    return {"best_s": best_seconds(once, repeat), "command": " ".join(command)}
+
+
+def ferry_threads(workdir: Path, threads: int, repeat: int) -> dict[str, Any]:
+    """`ferry threads` on a file of `threads` one-turn threads, made by Ferry (one call each)."""
+    path = workdir / f"threads-{threads}.db"
+    system = build("ferry", path, BenchModel(rounds=0), [fetch_blob])
+    setup(system)
+    try:
+        for i in range(threads):
+            system.invoke(f"Thread {i}: say hello.", f"thread-{i:05d}")
+    finally:
+        system.close()
+    command = ferry_command("threads")
+    env = bench_env(FERRY_DB=str(path))
+    listed = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
+
+    def once(env: dict[str, str] = env) -> None:
+        subprocess.run(command, check=True, capture_output=True, env=env)
+
+    empty = bench_env(FERRY_DB=str(workdir / "threads-none.db"))
+    return {
+        "best_s": best_seconds(once, repeat),
+        "empty_best_s": best_seconds(lambda: once(empty), repeat),
+        "threads": threads,
+        "listed": len(listed.stdout.splitlines()),
+        "command": " ".join(command),
+    }
+
+
+def postgres_python(explicit: str | None) -> str | None:
+    """An interpreter that can run Ferry on Postgres: `explicit`, this one, or `make test`'s."""
+    candidates = (
+        [explicit] if explicit else [sys.executable, str(ROOT / ".venv" / "bin" / "python")]
+    )
+    for python in candidates:
+        probe = [python, "-c", "import psycopg, langgraph.checkpoint.postgres"]
+        if Path(python).exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+            return python
+    return None
+
+
+def postgres_cold_read(turns: int, cap_s: float, repeat: int, python: str | None) -> dict[str, Any]:
+    """Grow a Ferry thread on a throwaway Postgres (`bench.pg`) and read it cold; or why not."""
+    chosen = postgres_python(python)
+    if chosen is None:
+        return {"not_run": "no interpreter with psycopg and langgraph-checkpoint-postgres"}
+    cmd = [chosen, "-m", "bench.pg", "--turns", str(turns), "--cap-s", str(cap_s)]
+    cmd += ["--repeat", str(repeat)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=bench_env())
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+        return {"not_run": f"bench.pg failed: {tail[0]}"}
+    return json.loads(lines[-1]) | {"python": chosen}

@@ -1,0 +1,73 @@
+"""A stock LangGraph SQLite saver handed to `build_graph`: its connection, Ferry's storage.
+
+LangGraph's docs teach `build_graph(checkpointer=SqliteSaver(conn))`. The stock saver stores
+every value with all its fields, versions 50 bytes long, LangGraph's periodic snapshots of
+the whole history, and rebuilds a history by walking every ancestor: measured on the bench
+workload (bench/README.md), 4.1× the messages' bytes at 80 turns instead of Ferry's 2.9×,
+34 ms per model call instead of 30, and 128 ms per `get_state` at 320 turns. Its tables are
+LangGraph's own, which Ferry's saver shares (adding its own beside them), and Ferry's
+serializer reads everything LangGraph's default one writes; so a stock `SqliteSaver` with
+the default serializer is replaced by a `FerrySaver` on the same connection, sharing its lock
+(and the stock saver reads and writes with Ferry's serializer from then on, so the caller's
+object still reads the thread). Any other stock SQLite saver (the async one, one with its own
+serializer) is kept, and its cost logged once.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from graph.settings import Settings
+
+log = logging.getLogger("ferry.saver")
+COST = (
+    "about 4× the messages' bytes at 80 turns (Ferry's saver: 2.9×), slower model calls "
+    "(34 vs 30 ms) and 128 ms per get_state at 320 turns (bench/README.md)"
+)
+"""What a stock saver costs a Ferry thread, as the bench measured it."""
+
+
+def adopted(checkpointer: BaseCheckpointSaver[Any], settings: Settings) -> BaseCheckpointSaver[Any]:
+    """`checkpointer`, or a `FerrySaver` on its connection if it is a stock `SqliteSaver`."""
+    from graph.storage.serde import serializer
+    from graph.storage.sqlite import FerrySaver
+
+    if isinstance(checkpointer, FerrySaver) or not _is_stock_sqlite(checkpointer):
+        return checkpointer
+    if type(checkpointer) is SqliteSaver and _is_default(checkpointer.serde):
+        saver = FerrySaver(checkpointer.conn, serializer(settings))
+        # One connection, one lock and one format, whichever of the two the caller goes on using.
+        saver.lock = checkpointer.lock
+        checkpointer.serde = saver.serde
+        log.debug("stock SqliteSaver: its connection now stores Ferry's format")
+        return saver
+    _warn_once(type(checkpointer).__name__)
+    return checkpointer
+
+
+def _is_stock_sqlite(checkpointer: BaseCheckpointSaver[Any]) -> bool:
+    return type(checkpointer).__module__.startswith("langgraph.checkpoint.sqlite")
+
+
+def _is_default(serde: Any) -> bool:
+    """Whether `serde` is LangGraph's serializer as `SqliteSaver` makes it by default."""
+    if type(serde) is not JsonPlusSerializer:
+        return False
+    settings = {k: v for k, v in vars(serde).items() if not callable(v)}
+    return settings == {k: v for k, v in vars(JsonPlusSerializer()).items() if not callable(v)}
+
+
+@functools.cache
+def _warn_once(saver_name: str) -> None:
+    log.warning(
+        "a stock %s stores Ferry's threads at %s; pass graph.storage.sqlite_saver(path) "
+        "(the same file, tables and threads) to store them in Ferry's format",
+        saver_name,
+        COST,
+    )

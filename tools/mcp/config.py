@@ -1,0 +1,197 @@
+"""The MCP servers file: the `mcpServers` shape of Claude Desktop, Cursor and Claude Code.
+
+    {"mcpServers": {
+        "files": {"command": "npx", "args": ["-y", "some-server"], "env": {"TOKEN": "${TOKEN}"}},
+        "docs": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer …"}},
+        "old": {"type": "sse", "url": "http://127.0.0.1:8080/sse"},
+        "shop": {"url": "…", "tools": {"order": {"retry_safe": false, "outbound": true}}}}}
+
+A `command` means stdio; a `url` means streamable HTTP unless `type` (or `transport`) says
+`sse`. `${VAR}` and `${VAR:-default}` are read from the environment. The values of `env` and
+`headers` are treated as secrets. `tools` is Ferry's own
+key: per tool, `retry_safe`, `outbound` and `private` override what the tool's annotations say.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from tools.mcp.secrets import remember_secrets
+
+DEFAULT_FILE = "mcp.json"
+"""Read from the working directory when `FERRY_MCP_CONFIG` is not set and the file exists."""
+Transport = Literal["stdio", "streamable_http", "sse"]
+_TRANSPORTS: dict[str, Transport] = {
+    **{name: "streamable_http" for name in ("http", "streamable_http", "streamable-http")},
+    "streamableHttp": "streamable_http",
+    "stdio": "stdio",
+    "sse": "sse",
+}
+OVERRIDES = ("retry_safe", "outbound", "private")
+"""What a server's `tools` entry may set for one of its tools."""
+# The `env` and `headers` values are secrets (redacted from logs, results and errors), except
+# these well-known ones: redacting `application/json` or a PATH would garble ordinary text.
+_PUBLIC_VARIABLES = frozenset(
+    {"PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "NODE_ENV", "PYTHONPATH", "LOG_LEVEL"}
+)
+_PUBLIC_HEADERS = frozenset({"accept", "content-type", "user-agent", "mcp-protocol-version"})
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class McpConfigError(ValueError):
+    """The MCP servers file cannot be used; the message names the file and what to fix."""
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """One configured server, as `langchain-mcp-adapters` connects to it."""
+
+    name: str
+    transport: Transport
+    connection: dict[str, Any] = field(repr=False)  # holds the env and headers: secrets
+    """The adapters' connection (`transport`, `command`/`args`/`env`/`cwd` or `url`/`headers`)."""
+    overrides: dict[str, dict[str, bool]] = field(default_factory=dict)
+    """Tool name → metadata that wins over the tool's annotations."""
+    problem: str | None = None
+    """Why the server cannot be started (a variable the file uses is not set), if so."""
+
+    @property
+    def key(self) -> str:
+        """What identifies the server's session: the same entry reuses the same session."""
+        return json.dumps([self.name, self.connection], sort_keys=True, default=str)
+
+
+def config_path(given: Path | None = None) -> Path | None:
+    """The MCP servers file: `given`, else `FERRY_MCP_CONFIG`, else `./mcp.json` if present.
+
+    Raises:
+        McpConfigError: the file named does not exist.
+    """
+    named = given or (
+        Path(os.environ["FERRY_MCP_CONFIG"]) if os.environ.get("FERRY_MCP_CONFIG") else None
+    )
+    if named is None:
+        default = Path.cwd() / DEFAULT_FILE
+        return default if default.is_file() else None
+    if not named.is_file():
+        raise McpConfigError(f"FERRY_MCP_CONFIG: {named} is not a file (the MCP servers file)")
+    return named
+
+
+def read_config(path: Path) -> list[ServerSpec]:
+    """The servers the file configures (those marked `"disabled": true` left out).
+
+    Raises:
+        McpConfigError: the file is not JSON in the `mcpServers` shape.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise McpConfigError(f"{path}: cannot read the MCP servers file ({exc.strerror})") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise McpConfigError(f"{path}: not valid JSON ({exc})") from exc
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict):
+        raise McpConfigError(f'{path}: expected {{"mcpServers": {{"<name>": {{…}}, …}}}}')
+    specs = []
+    for name, entry in servers.items():
+        where = f"{path}: mcpServers.{name}"
+        if not isinstance(entry, dict):
+            raise McpConfigError(f'{where}: expected an object with "command" or "url"')
+        if entry.get("disabled") is not True:
+            specs.append(_server(where, path.parent, name, entry))
+    return specs
+
+
+def _server(where: str, folder: Path, name: str, entry: dict[str, Any]) -> ServerSpec:
+    kind = entry.get("type", entry.get("transport"))
+    if kind is None:
+        if "command" not in entry and "url" not in entry:
+            raise McpConfigError(f'{where}: give "command" (a stdio server) or "url" (HTTP)')
+        kind = "stdio" if "command" in entry else "http"
+    transport = _TRANSPORTS.get(kind) if isinstance(kind, str) else None
+    if transport is None:
+        raise McpConfigError(f'{where}.type: {kind!r} is not one of "stdio", "http", "sse"')
+    missing: list[str] = []
+    secrets: set[str] = set()
+    if transport == "stdio":
+        command = _text(where, entry, "command", missing)
+        args = [_expand(a, missing) for a in _strings(where, entry, "args", list)]
+        env = {k: _expand(v, missing) for k, v in _strings(where, entry, "env", dict).items()}
+        cwd = _expand(entry["cwd"], missing) if isinstance(entry.get("cwd"), str) else None
+        secrets |= {v for k, v in env.items() if k.upper() not in _PUBLIC_VARIABLES}
+        connection: dict[str, Any] = {
+            "transport": "stdio",
+            "command": command,
+            "args": args,
+            "env": env or None,
+            "cwd": str(folder / cwd) if cwd else None,
+        }
+    else:
+        url = _text(where, entry, "url", missing)
+        if not url.startswith(("http://", "https://")):
+            raise McpConfigError(f"{where}.url: expected an http:// or https:// URL")
+        headers = {
+            k: _expand(v, missing) for k, v in _strings(where, entry, "headers", dict).items()
+        }
+        private = [v for k, v in headers.items() if k.lower() not in _PUBLIC_HEADERS]
+        secrets |= {*private, *(v.partition(" ")[2] for v in private)}  # "Bearer …" too
+        secrets |= {urlsplit(url).password or ""}
+        connection = {"transport": transport, "url": url, "headers": headers or None}
+    remember_secrets(secrets)  # graph/log.py leaves out the values too short to be secrets
+    problem = f"{', '.join(missing)} not set (used in the MCP servers file)" if missing else None
+    return ServerSpec(name, transport, connection, _overrides(where, entry.get("tools")), problem)
+
+
+def _text(where: str, entry: dict[str, Any], key: str, missing: list[str]) -> str:
+    value = entry.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise McpConfigError(f"{where}.{key}: expected a non-empty string")
+    return _expand(value, missing)
+
+
+def _strings(where: str, entry: dict[str, Any], key: str, kind: type) -> Any:
+    """`entry[key]`: a list of strings or an object of strings (empty when absent)."""
+    value = entry.get(key) or kind()
+    items = value.values() if isinstance(value, dict) else value
+    if not isinstance(value, kind) or not all(isinstance(v, str) for v in items):
+        shape = "a list of strings" if kind is list else "an object of strings"
+        raise McpConfigError(f"{where}.{key}: expected {shape}")
+    return value
+
+
+def _expand(value: str, missing: list[str]) -> str:
+    """`value` with `${VAR}` and `${VAR:-default}` replaced; unset names go to `missing`."""
+
+    def variable(match: re.Match[str]) -> str:
+        name, default = match[1], match[2]
+        if name in os.environ:
+            return os.environ[name]
+        if default is None:
+            missing.append(name)
+        return default or ""
+
+    return _VARIABLE.sub(variable, value)
+
+
+def _overrides(where: str, given: Any) -> dict[str, dict[str, bool]]:
+    if given is None:
+        return {}
+    shape = 'expected {"<tool>": {"retry_safe": true|false, "outbound": …, "private": …}}'
+    if not isinstance(given, dict):
+        raise McpConfigError(f"{where}.tools: {shape}")
+    overrides: dict[str, dict[str, bool]] = {}
+    for tool, values in given.items():
+        wrong = not isinstance(values, dict) or any(
+            k not in OVERRIDES or not isinstance(v, bool) for k, v in values.items()
+        )
+        if wrong:
+            raise McpConfigError(f"{where}.tools.{tool}: {shape}")
+        overrides[tool] = dict(values)
+    return overrides

@@ -1,0 +1,179 @@
+"""MCP servers' tools as Ferry tools: named, described by their annotations, bridged to a session.
+
+Each tool is a `StructuredTool` with a sync `func` and an async `coroutine`, both handing the call
+to the MCP loop (tools/mcp/loop.py) and waiting at most the per-call timeout.
+Its `metadata` tells Ferry's guards what the tool does:
+
+- `retry_safe`: `readOnlyHint` or `idempotentHint` is true; otherwise (`destructiveHint`, or no
+  hint at all) a call cut short by a crash is not run again.
+- `outbound`: `openWorldHint` is true or absent; the exfiltration guard checks its arguments.
+- `private`: false; its results are the user's data only when the config says so.
+
+A server's `tools` entry in the config overrides any of them per tool.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
+
+from tools.mcp import loop, sessions
+from tools.mcp.config import ServerSpec, Transport
+from tools.settings import tool_settings
+
+log = logging.getLogger("ferry.mcp")
+MAX_RESULT_CHARS = 1_000_000
+"""What one result may hand the model; the rest is cut, with a note saying how much."""
+_NOT_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
+
+
+_SAID: set[tuple[str, ...]] = set()
+"""The renames already logged."""
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What `ferry tools` and `ferry info` show about one configured server."""
+
+    name: str
+    transport: Transport
+    status: str
+    """`connected`, `failed` (did not start) or `stopped` (went away; the next call restarts it)."""
+    reason: str
+    """Why it failed or stopped; empty when connected."""
+    tools: tuple[str, ...]
+    """Its tools, by the names the model sees."""
+
+
+def build_tools(
+    servers: list[sessions.Server], reserved: Iterable[str], start_timeout_s: float
+) -> tuple[list[BaseTool], list[ServerInfo]]:
+    """The connected servers' tools, names that collide namespaced; and each server's info."""
+    connected = [s for s in servers if s.status == "connected"]
+    taken = Counter(_name(t.name) for s in connected for t in s.tools)
+    reserved = set(reserved)
+    built: list[BaseTool] = []
+    infos = []
+    for server in servers:
+        names, renamed = [], []
+        for mcp_tool in server.tools if server.status == "connected" else []:
+            name = _name(mcp_tool.name)
+            if name in reserved or taken[name] > 1:
+                name = _name(f"{server.spec.name}__{mcp_tool.name}")
+            if name != mcp_tool.name:
+                renamed.append(f"{mcp_tool.name} → {name}")
+            built.append(_ferry_tool(server, mcp_tool, name, start_timeout_s))
+            names.append(name)
+        spec = server.spec
+        if renamed and (spec.name, *renamed) not in _SAID:  # once a process, however often loaded
+            _SAID.add((spec.name, *renamed))
+            log.warning(
+                f"MCP server '{spec.name}': tools renamed (a built-in tool or another server's "
+                f"has the name, or it is not a valid tool name): {', '.join(renamed)}",
+                extra={"event": "mcp_tools_renamed", "ferry_server": spec.name},
+            )
+        infos.append(
+            ServerInfo(spec.name, spec.transport, server.status, server.reason, tuple(names))
+        )
+    return built, infos
+
+
+def tool_metadata(server: ServerSpec, tool: str, annotations: dict[str, Any]) -> dict[str, Any]:
+    """What Ferry's guards read: the tool's annotations, then the config's overrides."""
+    retry_safe = bool(annotations.get("readOnlyHint") or annotations.get("idempotentHint"))
+    outbound = annotations.get("openWorldHint") is not False
+    derived = {"retry_safe": retry_safe, "outbound": outbound, "private": False}
+    return {"source": f"mcp:{server.name}", **derived, **server.overrides.get(tool, {})}
+
+
+def _ferry_tool(
+    server: sessions.Server, mcp_tool: BaseTool, name: str, start_timeout_s: float
+) -> StructuredTool:
+    tool = mcp_tool.name
+
+    # The run's config is found by its type: a tool's own argument may be called `config`.
+    def call(ferry_run_config: RunnableConfig, **arguments: Any) -> tuple[str, Any]:
+        timeout_s = tool_settings(ferry_run_config).tool_timeout_s
+        try:
+            output = loop.run(server.call(tool, arguments, start_timeout_s), timeout_s)
+        except TimeoutError:
+            raise _timed_out(server, name, timeout_s) from None
+        return _capped(output)
+
+    async def acall(ferry_run_config: RunnableConfig, **arguments: Any) -> tuple[str, Any]:
+        timeout_s = tool_settings(ferry_run_config).tool_timeout_s
+        try:
+            output = await loop.arun(server.call(tool, arguments, start_timeout_s), timeout_s)
+        except TimeoutError:
+            raise _timed_out(server, name, timeout_s) from None
+        return _capped(output)
+
+    annotations = {k: v for k, v in (mcp_tool.metadata or {}).items() if k.endswith("Hint")}
+    return StructuredTool(
+        name=name,
+        description=mcp_tool.description
+        or f"The '{tool}' tool of MCP server '{server.spec.name}'.",
+        args_schema=mcp_tool.args_schema or {"type": "object", "properties": {}},
+        func=call,
+        coroutine=acall,
+        response_format="content_and_artifact",
+        metadata=tool_metadata(server.spec, tool, annotations),
+    )
+
+
+def _timed_out(server: sessions.Server, name: str, timeout_s: float) -> ToolException:
+    return ToolException(
+        f"{name} timed out after {timeout_s:g} s (FERRY_TOOL_TIMEOUT_S): MCP server "
+        f"'{server.spec.name}' did not answer. Try again later or with a simpler request."
+    )
+
+
+def _capped(output: Any) -> tuple[str, Any]:
+    """The adapters' `(blocks, artifact)` as text for the model, at most `MAX_RESULT_CHARS`."""
+    blocks, artifact = output if isinstance(output, tuple) else (output, None)
+    parts = []
+    for block in blocks if isinstance(blocks, list) else [blocks]:
+        if isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif isinstance(block, dict):
+            kind = block.get("mime_type") or block.get("type")
+            parts.append(f"[{kind} content: not shown, Ferry passes tool results as text]")
+        else:
+            parts.append(str(block))
+    text = "\n".join(parts)
+    structured = artifact.get("structured_content") if isinstance(artifact, dict) else None
+    if not text and structured is not None:
+        text = json.dumps(structured, ensure_ascii=False, default=str)
+    text = text or "(the tool returned no content)"
+    if len(text) > MAX_RESULT_CHARS:
+        cut = len(text) - MAX_RESULT_CHARS
+        text = (
+            f"{text[:MAX_RESULT_CHARS]}\n[Ferry cut this result: {cut:,} of its "
+            f"{len(text):,} characters are not shown.]"
+        )
+    if structured is not None and _restates(text, structured):
+        artifact = None  # stored with the result for nothing (and unredacted, unlike the text)
+    too_big = len(json.dumps(artifact, default=str)) > MAX_RESULT_CHARS
+    return text, None if too_big else artifact
+
+
+def _restates(text: str, structured: Any) -> bool:
+    """Whether the text says what the structured content does (MCP asks servers for both)."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = text
+    return structured in (parsed, {"result": parsed}, {"result": text})
+
+
+def _name(name: str) -> str:
+    """`name` as providers accept a tool's name: letters, digits, `_` and `-`, 64 at most."""
+    return _NOT_A_NAME.sub("_", name)[:64] or "_"
