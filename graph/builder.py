@@ -235,7 +235,7 @@ def build_graph(
 
 
 @functools.cache
-def _server_graph() -> FerryGraph:
+def served_graph() -> FerryGraph:
     """The graph for `langgraph.json`: no checkpointer, the server supplies persistence."""
     return _compile(get_settings(), None, None, None)
 
@@ -244,5 +244,5 @@ def __getattr__(name: str) -> FerryGraph:
     # `graph` is built on first use: it starts the MCP servers configured, which commands that
     # only import this module (`ferry history`, `ferry threads`) must not do.
     if name == "graph":
-        return _server_graph()
+        return served_graph()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

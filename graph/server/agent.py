@@ -6,7 +6,7 @@ server), but the server reads the graph from the module's namespace, not by attr
 
 from __future__ import annotations
 
-from graph.builder import _server_graph
+from graph.builder import served_graph
 
-graph = _server_graph()
+graph = served_graph()
 """Ferry's graph with the built-in and MCP tools, compiled without a checkpointer."""
