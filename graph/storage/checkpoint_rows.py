@@ -89,9 +89,16 @@ class CompactCheckpoints(SqliteSaver):
     ) -> RunnableConfig:
         """Save a checkpoint (LangGraph's `SqliteSaver.put`, with compact metadata)."""
         row = checkpoint_row(self.serde, config, checkpoint, metadata)
+        saved = saved_config(config, checkpoint)
         with self.cursor() as cur:
             cur.execute(PUT_CHECKPOINT, row)
-        return saved_config(config, checkpoint)
+            # Committed first: the file's write lock is not held while `alongside_put` reads.
+            self.conn.commit()
+            self.alongside_put(saved, checkpoint)
+        return saved
+
+    def alongside_put(self, saved: RunnableConfig, checkpoint: Checkpoint) -> None:
+        """Write what goes with a saved checkpoint, under the same hold of the saver's lock."""
 
 
 class CompactCheckpointsAsync(AsyncSqliteSaver):

@@ -90,8 +90,10 @@ def replay(
     blobs = cur.connection.cursor()
     blobs.execute(SAVED_AT_SQL, (thread_id, namespace))
     saved_at, saved_length = blobs.fetchone() or (None, 0)
-    parts = saved_parts.points(blobs, thread_id, namespace) if saved_at else []
-    part_at = {checkpoint_id: length for length, checkpoint_id in parts}
+    newest_part = saved_parts.newest(blobs, thread_id, namespace) if saved_at else None
+    # Each part's checkpoint: read only if the walk gets past what this process remembers
+    # (a long thread has hundreds of parts; a running one finds its last step remembered).
+    part_at: dict[str, int] | None = None
     cur.execute(CHAIN_SQL, (thread_id, namespace, target, thread_id, namespace))
     for checkpoint_id, may_hold_snapshot in cur:
         if checkpoint_id == target and not walked:
@@ -103,7 +105,13 @@ def replay(
         chain.append(checkpoint_id)
         ancestor = (thread_id, namespace, checkpoint_id)
         seed = remembered(ancestor)
-        if seed is None and (checkpoint_id == saved_at or checkpoint_id in part_at):
+        if seed is None and part_at is None:
+            part_at = _part_points(blobs, thread_id, namespace) if newest_part else {}
+        if (
+            seed is None
+            and part_at is not None
+            and (checkpoint_id == saved_at or checkpoint_id in part_at)
+        ):
             base = (thread_id, namespace, str(saved_at))  # parts are read only after a base
             seed = _saved(blobs, serde, base, part_at.get(checkpoint_id))
             if seed is not None and on_saved is not None:
@@ -118,7 +126,15 @@ def replay(
         seed_val_by_ch={"messages": seed}, seeded=set() if seed is None else {"messages"},
         stage2_rows=rows, serde=serde,
     )["messages"]  # fmt: skip
-    return history, parts[-1][0] if parts else saved_length
+    return history, saved_length if newest_part is None else newest_part
+
+
+def _part_points(cur: sqlite3.Cursor, thread_id: str, namespace: str) -> dict[str, int]:
+    """Each saved part's checkpoint, with the saved history's length there."""
+    return {
+        checkpoint_id: length
+        for length, checkpoint_id in saved_parts.points(cur, thread_id, namespace)
+    }
 
 
 def _saved(cur: sqlite3.Cursor, serde: Any, base_key: Key, upto: int | None) -> list[Any] | None:

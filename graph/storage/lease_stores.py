@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import weakref
+from pathlib import Path
 
 from graph.storage.allowlist import NamesThreadOnRefusal
 from graph.storage.leases import LeaseStore, SqliteLeases, main_file, sqlite_file
 from graph.storage.sqlite import FerrySaver
 
+_FILES: weakref.WeakKeyDictionary[FerrySaver, Path | None] = weakref.WeakKeyDictionary()
+"""The file each saver's connection opened (a connection keeps its file)."""
+
 
 def leases_for(saver: object, timeout_s: float, *, holder: str) -> LeaseStore | None:
     """The lease store of a synchronous Ferry saver; None for other savers or in memory."""
     if isinstance(saver, FerrySaver):
-        with saver.lock:
-            path = sqlite_file(saver.conn)
+        if saver not in _FILES:  # asked once: every run would otherwise wait for the lock
+            with saver.lock:
+                _FILES[saver] = sqlite_file(saver.conn)
+        path = _FILES[saver]
         return None if path is None else SqliteLeases(path, timeout_s, holder=holder)
     # Only a process that opened Postgres has its module loaded (importing it needs psycopg).
     if isinstance(saver, NamesThreadOnRefusal) and "graph.storage.postgres" in sys.modules:

@@ -3,17 +3,21 @@
 LangGraph's Postgres saver replays a thread's writes back to its last snapshot, which for a
 long thread is its start. As in SQLite (`graph.storage.history`), Ferry walks a checkpoint's
 ancestors only back to the nearest one whose history it knows: one this process rebuilt (kept
-in memory), the thread's saved history (`ferry_histories`, saved again each time the history
-has grown by half), or a snapshot LangGraph took; then it replays the writes since, in one
-query. What is rebuilt, kept and saved follows `FerrySaver`'s rules, with its constants.
+in memory), the thread's saved history (`ferry_histories`, extended by parts as SQLite's is,
+`graph.storage.saved_parts`), or a snapshot LangGraph took; then it replays the writes since.
+What is rebuilt, kept and saved follows `FerrySaver`'s rules, with its constants.
+
+The reads and writes are written once, as generators of queries (`Steps`) that the sync and
+the async saver each run on their own cursor (`graph.storage.pg_kept`).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
 
 from langgraph.types import Overwrite
 
@@ -25,68 +29,49 @@ from graph.storage.internals import (
     build_delta_channels_writes_history,
     snapshot_value,
 )
+from graph.storage.pg_history_sql import (
+    APPEND,
+    CHAIN,
+    DELETE_PARTS,
+    LOCK_BASE,
+    POINTS,
+    SAVE,
+    SNAPSHOT,
+    VALUES,
+    WRITES,
+)
+from graph.storage.saved_parts import PART, extends
 from graph.storage.sqlite import _CACHED_HISTORIES, _SAVE_FROM, _SAVE_GROWTH
 
-SAVED_HISTORIES_TABLE = (
-    "CREATE TABLE IF NOT EXISTS ferry_histories (thread_id TEXT NOT NULL, "
-    "checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL, messages INTEGER NOT NULL, "
-    "type TEXT NOT NULL, value BYTEA NOT NULL, PRIMARY KEY (thread_id, checkpoint_ns))"
-)
-"""One saved history per thread and namespace, replaced only by a longer one (as in SQLite)."""
-SAVED_AT = (
-    "SELECT checkpoint_id, messages FROM ferry_histories "
-    "WHERE thread_id = %s AND checkpoint_ns = %s"
-)
-SAVED = (
-    "SELECT type, value FROM ferry_histories "
-    "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s"
-)
-SAVE = (
-    "INSERT INTO ferry_histories VALUES (%s, %s, %s, %s, %s, %s) "
-    "ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE SET checkpoint_id = excluded.checkpoint_id,"
-    " messages = excluded.messages, type = excluded.type, value = excluded.value "
-    "WHERE ferry_histories.messages < excluded.messages"
-)
-SNAPSHOT = (
-    "SELECT type, blob FROM checkpoint_blobs WHERE thread_id = %s AND checkpoint_ns = %s "
-    "AND channel = 'messages' AND version = %s AND type <> 'empty'"
-)
-_HAS_SNAPSHOT = (
-    "EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = %(thread)s "
-    "AND b.checkpoint_ns = %(ns)s AND b.channel = 'messages' AND b.type <> 'empty' "
-    "AND b.version = (c.checkpoint -> 'channel_versions' ->> 'messages'))"
-)
-_VERSION = "c.checkpoint -> 'channel_versions' ->> 'messages'"
-# A checkpoint's ancestors by parent links, stopping after the first whose history is known
-# (`known`) or snapshotted. Each step is one primary-key lookup: a LATERAL subquery that LIMIT
-# keeps from being flattened into a join, which the planner may run as a scan of the whole
-# thread at every step. UNION, not UNION ALL: a re-put checkpoint that
-# made the chain loop repeats a row, which ends the recursion.
-CHAIN = (
-    "WITH RECURSIVE chain AS ("
-    f"SELECT c.checkpoint_id, c.parent_checkpoint_id, {_VERSION} AS version, "
-    "false AS snapshot, false AS stop FROM checkpoints c "
-    "WHERE c.thread_id = %(thread)s AND c.checkpoint_ns = %(ns)s AND c.checkpoint_id = %(target)s "
-    "UNION SELECT p.checkpoint_id, p.parent_checkpoint_id, p.version, p.snapshot, "
-    "p.checkpoint_id = ANY(%(known)s::text[]) OR p.snapshot FROM chain a CROSS JOIN LATERAL ("
-    f"SELECT c.checkpoint_id, c.parent_checkpoint_id, {_VERSION} AS version, "
-    f"{_HAS_SNAPSHOT} AS snapshot FROM checkpoints c WHERE c.thread_id = %(thread)s "
-    "AND c.checkpoint_ns = %(ns)s AND c.checkpoint_id = a.parent_checkpoint_id LIMIT 1) AS p "
-    "WHERE NOT a.stop) "
-    "SELECT checkpoint_id, parent_checkpoint_id, version, snapshot FROM chain"
-)
-WRITES = (
-    "SELECT checkpoint_id, channel, task_id, idx, type, blob, task_path FROM checkpoint_writes "
-    "WHERE thread_id = %s AND checkpoint_ns = %s AND channel = 'messages' "
-    "AND checkpoint_id = ANY(%s::text[])"
-)
+T = TypeVar("T")
+Thread = tuple[str, str]
+"""(thread_id, checkpoint_ns)"""
+Saved = tuple[str, list[Any]]
+"""The newest saved point a process knows: its checkpoint id and the history there."""
+
+
+@dataclass(frozen=True)
+class Query:
+    """One statement for a saver to run, and what of its result the steps want back."""
+
+    sql: str
+    params: Any
+    want: Literal["one", "all", "count"] = "all"
+
+
+Steps = Generator[Query, Any, T]
+"""Queries to run one after the other, each sent its result; returns what they found."""
 
 
 class KeptHistories:
-    """The histories a process rebuilt, most recently used last (a bounded, thread-safe LRU)."""
+    """The histories a process rebuilt, most recently used last (a bounded, thread-safe LRU).
+
+    Beside them, per thread, the newest saved point it knows (`Saved`), which a part extends.
+    """
 
     def __init__(self) -> None:
         self._kept: OrderedDict[Key, list[Any]] = OrderedDict()
+        self._saved: OrderedDict[Thread, Saved] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: Key) -> list[Any] | None:
@@ -105,16 +90,151 @@ class KeptHistories:
     def keep(self, key: Key, value: list[Any]) -> None:
         """Keep a history, dropping the least recently used beyond the bound."""
         with self._lock:
-            self._kept[key] = value
-            self._kept.move_to_end(key)
-            while len(self._kept) > _CACHED_HISTORIES:
-                self._kept.popitem(last=False)
+            _bounded_put(self._kept, key, value)
+
+    def saved(self, thread: Thread) -> Saved | None:
+        """The newest saved point of a thread this process knows, or None."""
+        with self._lock:
+            return self._saved.get(thread)
+
+    def know_saved(self, thread: Thread, known: Saved | None) -> None:
+        """Remember where a thread's history is saved (None: stop extending what was)."""
+        with self._lock:
+            if known is None:
+                self._saved.pop(thread, None)
+            else:
+                _bounded_put(self._saved, thread, known)
 
     def forget(self, thread_id: str) -> None:
         """Drop every history kept for a thread (it was deleted)."""
         with self._lock:
             for key in [k for k in self._kept if k[0] == thread_id]:
                 del self._kept[key]
+            for thread in [t for t in self._saved if t[0] == thread_id]:
+                del self._saved[thread]
+
+
+def _bounded_put(lru: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    lru[key] = value
+    lru.move_to_end(key)
+    while len(lru) > _CACHED_HISTORIES:
+        lru.popitem(last=False)
+
+
+Rebuilt = tuple[DeltaChannelHistory, list[Any] | None, int]
+"""The replayed history, the messages it folds into (None: not Ferry's), the saved length."""
+
+
+def rebuild(kept: KeptHistories, serde: Any, key: Key) -> Steps[Rebuilt]:
+    """Rebuild the messages at `key` from the nearest kept, saved or snapshot ancestor.
+
+    The saved length is the saved history's, parts included (0 if none). A saved point that
+    does not fit together (`joined`) is passed over: the walk goes on to an earlier one.
+    """
+    thread_id, namespace, target = key
+    remembered = kept.of_thread(thread_id, namespace)
+    base, parts = _points((yield Query(POINTS, {"thread": thread_id, "ns": namespace})))
+    # Each saved point's checkpoint, and the length its parts run to (None: the base alone).
+    points: dict[str, int | None] = {base[0]: None} if base else {}
+    points.update((checkpoint_id, length) for length, checkpoint_id in parts)
+    seed: Any = None
+    while True:
+        rows = yield Query(CHAIN, chain_params(key, [*remembered, *points]))
+        chain, snapshot = walk(rows, target)
+        oldest = chain[-1] if chain else None
+        if oldest in remembered:
+            seed = list(remembered[str(oldest)])
+        elif oldest in points and base is not None:
+            upto = points[str(oldest)]
+            params = {"thread": thread_id, "ns": namespace, "base": base[0], "upto": upto or 0}
+            seed = joined((yield Query(VALUES, params)), serde, upto)
+            if seed is None:  # walk on past it, to an earlier point that fits
+                points = {at: up for at, up in points.items() if _before(up, upto)}
+                continue
+            kept.know_saved((thread_id, namespace), (str(oldest), list(seed)))
+        elif snapshot is not None:
+            row = yield Query(SNAPSHOT, (thread_id, namespace, snapshot), "one")
+            seed = serde.loads_typed((row["type"], row["blob"])) if row else None
+        break
+    where = {"thread": thread_id, "ns": namespace, "chain": chain}
+    rows = (
+        (yield Query(WRITES, {**where, "first": min(chain), "last": max(chain)})) if chain else []
+    )
+    entry = replayed(chain, seed, rows, serde)
+    saved_length = parts[-1][0] if parts else base[1] if base else 0
+    return entry, folded(entry), saved_length
+
+
+def _before(length: int | None, failed: int | None) -> bool:
+    """Whether a saved point (its parts' length, None for the base) lies before a failed one."""
+    return failed is not None and (length is None or length < failed)
+
+
+def _points(rows: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, int] | None, list[Any]]:
+    """The base (checkpoint id, length) and the parts (length, checkpoint id), oldest first."""
+    bases = [(row["checkpoint_id"], int(row["messages"])) for row in rows if not row["part"]]
+    if not bases:
+        return None, []  # parts are read only after a base
+    return bases[0], [(int(row["messages"]), row["checkpoint_id"]) for row in rows if row["part"]]
+
+
+def joined(rows: Sequence[Mapping[str, Any]], serde: Any, upto: int | None) -> list[Any] | None:
+    """The base followed by its parts up to length `upto`; None if they do not fit together."""
+    if not rows or rows[0]["part"]:
+        return None  # the base was replaced since its parts were listed
+    base = serde.loads_typed((rows[0]["type"], rows[0]["value"]))
+    if not isinstance(base, list):
+        return None
+    if upto is None:
+        return base
+    messages = base
+    for row in rows[1:]:
+        part = serde.loads_typed((row["type"], row["value"]))
+        if not isinstance(part, list) or len(messages) + len(part) != row["messages"]:
+            return None
+        messages.extend(part)
+    return messages if len(messages) == upto else None
+
+
+def keep_saved(
+    kept: KeptHistories, serde: Any, key: Key, messages: list[Any], length: int
+) -> Steps[Saved | None] | None:
+    """Extend the saved history by a part, or save it anew (a base); None if neither is due.
+
+    The steps run in one transaction and return what the process then knows is saved.
+    """
+    thread = key[:2]
+    known = kept.saved(thread)
+    if known is not None and len(known[1]) == length and len(messages) >= length + PART:
+        if extends(messages, known[1]):
+            return _saved_steps(serde, key, messages, (known[0], length))
+        kept.know_saved(thread, None)  # another branch: stop comparing each step
+    if worth_saving(messages, length):
+        return _saved_steps(serde, key, messages, None)
+    return None
+
+
+def _saved_steps(
+    serde: Any, key: Key, messages: list[Any], extending: tuple[str, int] | None
+) -> Steps[Saved | None]:
+    thread_id, namespace, checkpoint_id = key
+    where = {"thread": thread_id, "ns": namespace}
+    if extending is not None:
+        saved_at, length = extending
+        # The base row's lock orders this append after any other append or new base.
+        yield Query(LOCK_BASE, where)
+        type_tag, value = serde.dumps_typed(messages[length:])
+        part = {**where, "messages": len(messages), "at": checkpoint_id, "saved_at": saved_at}
+        if (yield Query(APPEND, {**part, "type": type_tag, "value": value}, "count")) == 1:
+            return checkpoint_id, messages
+        if not worth_saving(messages, length):
+            return None
+    type_tag, value = serde.dumps_typed(messages)
+    saved = yield Query(SAVE, (*key, len(messages), type_tag, value), "count")
+    if saved != 1:
+        return None
+    yield Query(DELETE_PARTS, (thread_id, namespace), "count")  # they extended the old base
+    return checkpoint_id, messages
 
 
 def chain_params(key: Key, known: Sequence[str]) -> dict[str, Any]:

@@ -26,6 +26,8 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 import graph.storage.pg_history as pg
 from graph.storage.allowlist import naming_thread
 from graph.storage.internals import DeltaChannelHistory
+from graph.storage.pg_history_sql import SELECT_SQL
+from graph.storage.serde import collection_paused
 from graph.storage.summaries import SAVE_POSTGRES, Row, listing_rows
 from graph.storage.threads import summary_after_put
 
@@ -38,17 +40,49 @@ def _key(config: RunnableConfig, target: str) -> pg.Key:
     return (str(configurable["thread_id"]), configurable.get("checkpoint_ns", ""), target)
 
 
-def _saved_at(row: Mapping[str, Any] | None) -> tuple[str | None, int]:
-    return (row["checkpoint_id"], int(row["messages"])) if row else (None, 0)
+def _copied(messages: list[Any]) -> History:
+    # A copy: the channel hands its value out (`get_state`), and a caller may edit it.
+    return {"messages": {"writes": [], "seed": list(messages)}}
 
 
-def _known(kept: dict[str, list[Any]], saved_at: str | None) -> list[str]:
-    return [*kept, *([saved_at] if saved_at else [])]
+def _drive(cur: psycopg.Cursor[Any], steps: pg.Steps[pg.T]) -> pg.T:
+    """Run the steps' queries on `cur`; rebuilding messages pauses the collector (see serde)."""
+    answer: Any = None
+    while True:
+        with collection_paused():
+            try:
+                query = steps.send(answer)
+            except StopIteration as done:
+                returned: pg.T = done.value
+                return returned
+        cur.execute(query.sql, query.params)
+        if query.want == "count":
+            answer = cur.rowcount
+        else:
+            answer = cur.fetchone() if query.want == "one" else cur.fetchall()
+
+
+async def _adrive(cur: psycopg.AsyncCursor[Any], steps: pg.Steps[pg.T]) -> pg.T:
+    """`_drive`, awaited; the collector runs while the queries are awaited."""
+    answer: Any = None
+    while True:
+        with collection_paused():
+            try:
+                query = steps.send(answer)
+            except StopIteration as done:
+                returned: pg.T = done.value
+                return returned
+        await cur.execute(query.sql, query.params)
+        if query.want == "count":
+            answer = cur.rowcount
+        else:
+            answer = await (cur.fetchone() if query.want == "one" else cur.fetchall())
 
 
 class KeepsHistories(PostgresSaver):
     """A Postgres saver that keeps rebuilt histories and thread summaries (see the module)."""
 
+    SELECT_SQL = SELECT_SQL
     kept: pg.KeptHistories
 
     def get_delta_channel_history(
@@ -68,45 +102,25 @@ class KeepsHistories(PostgresSaver):
 
     def _messages_history(self, key: pg.Key) -> History:
         if (known := self.kept.get(key)) is not None:
-            return {"messages": {"writes": [], "seed": list(known)}}
-        thread_id, namespace, target = key
-        kept = self.kept.of_thread(thread_id, namespace)
-        seed: Any = None
+            return _copied(known)
         with self._cursor() as cur:
-            cur.execute(pg.SAVED_AT, (thread_id, namespace))
-            saved_at, saved_length = _saved_at(cur.fetchone())
-            cur.execute(pg.CHAIN, pg.chain_params(key, _known(kept, saved_at)))
-            chain, snapshot = pg.walk(cur.fetchall(), target)
-            oldest = chain[-1] if chain else None
-            if oldest is not None and oldest in kept:
-                seed = list(kept[oldest])
-            elif oldest is not None and oldest == saved_at:
-                cur.execute(pg.SAVED, (thread_id, namespace, oldest))
-                seed = self._decoded(cur.fetchone(), "value")
-            elif snapshot is not None:
-                cur.execute(pg.SNAPSHOT, (thread_id, namespace, snapshot))
-                seed = self._decoded(cur.fetchone(), "blob")
-            cur.execute(pg.WRITES, (thread_id, namespace, chain))
-            rows = cur.fetchall()
-        entry = pg.replayed(chain, seed, rows, self.serde)
-        messages = pg.folded(entry)
+            entry, messages, saved_length = _drive(cur, pg.rebuild(self.kept, self.serde, key))
         if messages is None:
             return {"messages": entry}
         self.kept.keep(key, messages)
-        if pg.worth_saving(messages, saved_length):
-            self._save_history(key, messages)
-        return {"messages": {"writes": [], "seed": list(messages)}}
+        if (steps := pg.keep_saved(self.kept, self.serde, key, messages, saved_length)) is not None:
+            self._save(key, steps)
+        return _copied(messages)
 
-    def _decoded(self, row: Mapping[str, Any] | None, column: str) -> Any:
-        return self.serde.loads_typed((row["type"], row[column])) if row else None
-
-    def _save_history(self, key: pg.Key, messages: list[Any]) -> None:
-        type_tag, value = self.serde.dumps_typed(messages)
+    def _save(self, key: pg.Key, steps: pg.Steps[pg.Saved | None]) -> None:
+        """Run saving steps in one transaction; a failure (a read-only role) loses only speed."""
         try:
-            with self._cursor() as cur:
-                cur.execute(pg.SAVE, (*key, len(messages), type_tag, value))
-        except psycopg.Error as error:  # e.g. a read-only role: only speed is lost
+            with self._cursor() as cur, cur.connection.transaction():
+                known = _drive(cur, steps)
+        except psycopg.Error as error:
             log.debug("history of %s not saved: %s", key[0], error)
+            return
+        self.kept.know_saved(key[:2], known)
 
     def put(
         self,
@@ -138,6 +152,7 @@ class KeepsHistories(PostgresSaver):
 class AsyncKeepsHistories(AsyncPostgresSaver):
     """The async Postgres saver's side of `KeepsHistories`: the same reads, awaited."""
 
+    SELECT_SQL = SELECT_SQL
     kept: pg.KeptHistories
 
     async def aget_delta_channel_history(
@@ -157,39 +172,19 @@ class AsyncKeepsHistories(AsyncPostgresSaver):
 
     async def _amessages_history(self, key: pg.Key) -> History:
         if (known := self.kept.get(key)) is not None:
-            return {"messages": {"writes": [], "seed": list(known)}}
-        thread_id, namespace, target = key
-        kept = self.kept.of_thread(thread_id, namespace)
-        seed: Any = None
+            return _copied(known)
         async with self._cursor() as cur:
-            await cur.execute(pg.SAVED_AT, (thread_id, namespace))
-            saved_at, saved_length = _saved_at(await cur.fetchone())
-            await cur.execute(pg.CHAIN, pg.chain_params(key, _known(kept, saved_at)))
-            chain, snapshot = pg.walk(await cur.fetchall(), target)
-            oldest = chain[-1] if chain else None
-            if oldest is not None and oldest in kept:
-                seed = list(kept[oldest])
-            elif oldest is not None and oldest == saved_at:
-                await cur.execute(pg.SAVED, (thread_id, namespace, oldest))
-                seed = self._decoded(await cur.fetchone(), "value")
-            elif snapshot is not None:
-                await cur.execute(pg.SNAPSHOT, (thread_id, namespace, snapshot))
-                seed = self._decoded(await cur.fetchone(), "blob")
-            await cur.execute(pg.WRITES, (thread_id, namespace, chain))
-            rows = await cur.fetchall()
-        entry = pg.replayed(chain, seed, rows, self.serde)
-        messages = pg.folded(entry)
+            rebuilt = await _adrive(cur, pg.rebuild(self.kept, self.serde, key))
+        entry, messages, saved_length = rebuilt
         if messages is None:
             return {"messages": entry}
         self.kept.keep(key, messages)
-        if pg.worth_saving(messages, saved_length):
-            type_tag, value = self.serde.dumps_typed(messages)
+        if (steps := pg.keep_saved(self.kept, self.serde, key, messages, saved_length)) is not None:
             try:
-                async with self._cursor() as cur:
-                    await cur.execute(pg.SAVE, (*key, len(messages), type_tag, value))
+                async with self._cursor() as cur, cur.connection.transaction():
+                    saved = await _adrive(cur, steps)
             except psycopg.Error as error:
                 log.debug("history of %s not saved: %s", key[0], error)
-        return {"messages": {"writes": [], "seed": list(messages)}}
-
-    def _decoded(self, row: Mapping[str, Any] | None, column: str) -> Any:
-        return self.serde.loads_typed((row["type"], row[column])) if row else None
+            else:
+                self.kept.know_saved(key[:2], saved)
+        return _copied(messages)

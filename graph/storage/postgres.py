@@ -3,8 +3,9 @@
 LangGraph's Postgres savers are used with their own serializer and channel versions everywhere,
 so a thread started by any entry point continues in any other. Messages are stored as each
 step's writes (see `graph.state`): a thread grows with its conversation, as in SQLite. As in
-SQLite, a saved history per thread spares a new process the replay from the thread's start,
-and a summary row per thread spares `ferry threads` every replay (`graph.storage.pg_kept`).
+SQLite, a saved history per thread, extended by parts, spares a new process the replay from
+the thread's start, and a summary row per thread spares `ferry threads` every replay
+(`graph.storage.pg_kept`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import Any
 
 from graph.settings import ConfigError
 from graph.storage.allowlist import NamesThreadOnRefusal
-from graph.storage.pg_history import SAVED_HISTORIES_TABLE, KeptHistories
+from graph.storage.pg_history import KeptHistories
+from graph.storage.pg_history_sql import PARTS_TABLE, SAVED_HISTORIES_TABLE
 from graph.storage.serde import serializer
 from graph.storage.started import STARTED_CALLS_TABLE, RecordsStartsOnItsLoop
 from graph.storage.summaries import DELETE_POSTGRES, SUMMARIES_TABLE
@@ -48,12 +50,13 @@ _RECORD_START = "INSERT INTO ferry_started_calls VALUES (%s, %s) ON CONFLICT DO 
 _FORGET_START = "DELETE FROM ferry_started_calls WHERE thread_id = %s AND tool_call_id = %s"
 _TABLES = (
     *("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
-    *("ferry_started_calls", "ferry_histories", "ferry_thread_summaries"),
+    *("ferry_started_calls", "ferry_histories", "ferry_history_parts", "ferry_thread_summaries"),
 )
-_FERRY_TABLES = (STARTED_CALLS_TABLE, SAVED_HISTORIES_TABLE, SUMMARIES_TABLE)
+_FERRY_TABLES = (STARTED_CALLS_TABLE, SAVED_HISTORIES_TABLE, PARTS_TABLE, SUMMARIES_TABLE)
 _DELETE_FERRY_ROWS = (
     "DELETE FROM ferry_started_calls WHERE thread_id = %s",
     "DELETE FROM ferry_histories WHERE thread_id = %s",
+    "DELETE FROM ferry_history_parts WHERE thread_id = %s",
     DELETE_POSTGRES,
 )
 

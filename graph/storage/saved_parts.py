@@ -36,6 +36,7 @@ _POINTS = (
     "SELECT messages, checkpoint_id FROM ferry_history_parts "
     "WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY messages"
 )
+_NEWEST = "SELECT max(messages) FROM ferry_history_parts WHERE thread_id = ? AND checkpoint_ns = ?"
 _VALUES = (
     "SELECT messages, type, value FROM ferry_history_parts "
     "WHERE thread_id = ? AND checkpoint_ns = ? AND messages <= ? ORDER BY messages"
@@ -57,6 +58,16 @@ def points(cur: sqlite3.Cursor, thread_id: str, namespace: str) -> list[tuple[in
     except sqlite3.OperationalError:  # a read-only file from before parts
         return []
     return [(int(length), str(checkpoint_id)) for length, checkpoint_id in cur.fetchall()]
+
+
+def newest(cur: sqlite3.Cursor, thread_id: str, namespace: str) -> int | None:
+    """The length of the saved history with its newest part; None without parts."""
+    try:
+        cur.execute(_NEWEST, (thread_id, namespace))
+    except sqlite3.OperationalError:  # a read-only file from before parts
+        return None
+    row = cur.fetchone()
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def joined(
