@@ -12,7 +12,7 @@ import asyncio
 import contextvars
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
-from langgraph.prebuilt.tool_node import ToolInvocationError
+from langgraph.prebuilt.tool_node import ToolCallRequest, ToolInvocationError
 from langgraph.types import Command
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails, to_jsonable_python
@@ -64,20 +64,52 @@ def _async_only(tool: BaseTool) -> bool:
     return isinstance(tool, StructuredTool) and tool.func is None and tool.coroutine is not None
 
 
+_CALL_TIMEOUT: contextvars.ContextVar[float] = contextvars.ContextVar("ferry_call_timeout")
+"""The running call's timeout, for `within_timeout` (ToolNode's threads copy the context)."""
+
+
+def within_timeout(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
+    """`ToolNode`'s call wrapper: the tool runs in a daemon thread, given up at the timeout.
+
+    `ToolNode` runs sync tools in a thread pool, whose threads the interpreter waits for at
+    exit: a call that overran there would keep the process alive. Here only a daemon thread
+    is left behind, and the pool's thread returns at the timeout.
+    """
+    return run_with_timeout(lambda: execute(request), _CALL_TIMEOUT.get())
+
+
+async def awaited(
+    request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[Any]]
+) -> Any:
+    """`ToolNode`'s async call wrapper: as it is (async-only tools are timed from outside)."""
+    return await execute(request)
+
+
+def tool_node(tools: Sequence[BaseTool]) -> ToolNode:
+    """LangGraph's tool runner for `tools`; failures come back as exceptions, for Ferry's texts."""
+    return ToolNode(
+        tools, handle_tool_errors=False, wrap_tool_call=within_timeout, awrap_tool_call=awaited
+    )
+
+
 def _through_tool_node(
-    node: ToolNode, tool: BaseTool, call: ToolCall, config: RunnableConfig
+    node: ToolNode, tool: BaseTool, call: ToolCall, config: RunnableConfig, timeout_s: float
 ) -> Any:
     """The call run as LangGraph's `ToolNode` runs it: the whole call, injections, artifacts.
 
     Given the call alone, `ToolNode` reads the graph state from the running task when a tool
     asks for it (`InjectedState`, `ToolRuntime`), so the state is not stored with each task.
-    An async-only tool runs on an event loop of its own in this (worker) thread, so it works in
+    An async-only tool runs on an event loop of its own in a daemon thread, so it works in
     sync runs too.
     """
     calls = [ToolCall(name=call["name"], args=call["args"], id=call["id"], type="tool_call")]
     if _async_only(tool):
-        return asyncio.run(node.ainvoke(calls, config))
-    return node.invoke(calls, config)
+        return run_with_timeout(lambda: asyncio.run(node.ainvoke(calls, config)), timeout_s)
+    token = _CALL_TIMEOUT.set(timeout_s)
+    try:
+        return node.invoke(calls, config)
+    finally:
+        _CALL_TIMEOUT.reset(token)
 
 
 def run_call(
@@ -94,7 +126,7 @@ def run_call(
     what ran out. An `interrupt()` inside the tool is not a failure: it pauses the run.
     """
     try:
-        return run_with_timeout(lambda: _through_tool_node(node, tool, call, config), timeout_s)
+        return _through_tool_node(node, tool, call, config, timeout_s)
     except ToolTimeout:
         if timeout_s < limit_s:
             return f"Not finished: the run's time budget ran out while {tool.name} was running."

@@ -26,7 +26,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 
 from graph import approval, guards, side_effects
-from graph.execution import node_output, results_of, run_call
+from graph.execution import node_output, results_of, run_call, tool_node
 from graph.models import make_model
 from graph.models.calls import ModelTimeout, ReplyCutShort, cut_short, invoke_within
 from graph.prompt import for_model
@@ -60,8 +60,8 @@ class AgentNodes:
 
     @cached_property
     def tool_node(self) -> ToolNode:
-        """LangGraph's tool runner; failures come back as exceptions, for Ferry's own texts."""
-        return ToolNode(self.tools, handle_tool_errors=False)
+        """LangGraph's tool runner, with Ferry's timeout around each call."""
+        return tool_node(self.tools)
 
     @cached_property
     def tool_settings(self) -> ToolSettings:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -286,3 +288,36 @@ def test_secrets_in_an_artifact_are_redacted_before_storage(
     artifact = result_of(state).artifact
     assert "sk-live-0123456789abcdef" not in json.dumps(artifact)
     assert artifact["n"] == 1 and "[redacted]" in artifact["headers"]["Authorization"]
+
+
+EXITS_AFTER_A_TIMEOUT = """
+import time
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from graph import build_graph
+from graph.settings import Settings
+from tests.support.scripted import ScriptedModel, answer, tool_call
+
+@tool
+def stuck(n: int) -> int:
+    \"\"\"Block far longer than the test waits.\"\"\"
+    time.sleep(600)
+    return n
+
+model = ScriptedModel([tool_call("stuck", n=1), answer("gave up")])
+graph = build_graph(
+    model=model, tools=[stuck], checkpointer=InMemorySaver(), settings=Settings(tool_timeout_s=0.2)
+)
+state = graph.invoke({"messages": [("user", "go")]}, {"configurable": {"thread_id": "t"}})
+print(state["messages"][2].status)
+"""
+
+
+def test_a_process_exits_although_a_timed_out_tool_still_runs() -> None:
+    # ToolNode runs sync tools on a thread pool the interpreter joins at exit; the call that
+    # overran must be left on a daemon thread, or this process would wait for it.
+    done = subprocess.run(
+        [sys.executable, "-c", EXITS_AFTER_A_TIMEOUT],
+        capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2],
+    )  # fmt: skip
+    assert (done.returncode, done.stdout.strip()) == (0, "error"), done.stderr
