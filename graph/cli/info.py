@@ -62,22 +62,22 @@ def mcp_servers(settings: Settings) -> list[dict[str, Any]]:
 
 def gather(settings: Settings) -> dict[str, Any]:
     """Everything `ferry info` reports."""
-    from graph.builder import default_tools
     from graph.storage import database_name
+    from tools import TOOLS
 
     model: dict[str, Any] = {"spec": settings.model}
     if settings.model.startswith("openai:"):
         model["base_url"] = os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
     approve = settings.approval_required
     env_file = Path.cwd() / ".env"
+    servers = mcp_servers(settings)  # started once: their tools' names come with them
+    names = [t.name for t in TOOLS] + [name for s in servers for name in s["tools"]]
     return {
         "model": model,
         "database": {"name": database_name(settings), **check_database(settings)},
         "files_root": str(Path(settings.files_root).absolute()),
-        "tools": [
-            {"name": t.name, "needs_approval": t.name in approve} for t in default_tools(settings)
-        ],
-        "mcp_servers": mcp_servers(settings),
+        "tools": [{"name": name, "needs_approval": name in approve} for name in names],
+        "mcp_servers": servers,
         "env_file": str(env_file) if env_file.is_file() else None,
         "settings": changed_settings(settings),
     }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from langchain_core.runnables import RunnableConfig
@@ -45,16 +45,22 @@ def _copied(messages: list[Any]) -> History:
     return {"messages": {"writes": [], "seed": list(messages)}}
 
 
+def _step(steps: pg.Steps[pg.T], answer: Any) -> tuple[Any, Any]:
+    """The steps' next query, or (None, what they returned); rebuilding pauses the collector."""
+    with collection_paused():
+        try:
+            return steps.send(answer), None
+        except StopIteration as done:
+            return None, done.value
+
+
 def _drive(cur: psycopg.Cursor[Any], steps: pg.Steps[pg.T]) -> pg.T:
     """Run the steps' queries on `cur`; rebuilding messages pauses the collector (see serde)."""
     answer: Any = None
     while True:
-        with collection_paused():
-            try:
-                query = steps.send(answer)
-            except StopIteration as done:
-                returned: pg.T = done.value
-                return returned
+        query, returned = _step(steps, answer)
+        if query is None:
+            return cast(pg.T, returned)
         cur.execute(query.sql, query.params)
         if query.want == "count":
             answer = cur.rowcount
@@ -66,12 +72,9 @@ async def _adrive(cur: psycopg.AsyncCursor[Any], steps: pg.Steps[pg.T]) -> pg.T:
     """`_drive`, awaited; the collector runs while the queries are awaited."""
     answer: Any = None
     while True:
-        with collection_paused():
-            try:
-                query = steps.send(answer)
-            except StopIteration as done:
-                returned: pg.T = done.value
-                return returned
+        query, returned = _step(steps, answer)
+        if query is None:
+            return cast(pg.T, returned)
         await cur.execute(query.sql, query.params)
         if query.want == "count":
             answer = cur.rowcount

@@ -125,7 +125,7 @@ def _reset() -> None:
 
 
 def run(graph: Any, graph_input: Any, mode: str) -> dict[str, Any]:
-    """One run through `invoke`, `stream` or `ainvoke`; the final state."""
+    """One run through `invoke`, `stream`, `ainvoke` or `astream`; the final state."""
     if mode == "invoke":
         return dict(graph.invoke(graph_input, CONFIG))
     if mode == "stream":
@@ -133,6 +133,15 @@ def run(graph: Any, graph_input: Any, mode: str) -> dict[str, Any]:
             pass
         state = graph.get_state(CONFIG)
         return {**state.values, "__interrupt__": list(state.interrupts)}
+    if mode == "astream":
+
+        async def streamed() -> dict[str, Any]:
+            async for _ in graph.astream(graph_input, CONFIG, stream_mode="updates"):
+                pass
+            state = await graph.aget_state(CONFIG)
+            return {**state.values, "__interrupt__": list(state.interrupts)}
+
+        return asyncio.run(streamed())
     return dict(asyncio.run(graph.ainvoke(graph_input, CONFIG)))
 
 
@@ -142,7 +151,7 @@ def result_of(state: dict[str, Any], index: int = 2) -> ToolMessage:
     return message
 
 
-MODES = ["invoke", "stream", "ainvoke"]
+MODES = ["invoke", "stream", "ainvoke", "astream"]
 
 
 @pytest.mark.parametrize("mode", MODES)
