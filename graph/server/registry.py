@@ -24,6 +24,7 @@ from langgraph_sdk.schema import Thread
 from starlette.applications import Starlette
 
 from graph.settings import get_settings
+from graph.storage.sqlite import THREADS_WITH_STEPS
 
 GRAPH_ID = "agent"
 """The graph's name in `langgraph.json`."""
@@ -38,7 +39,7 @@ def stored_thread_ids(db: Path) -> set[str]:
         return set()
     conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
     try:
-        rows = conn.execute("SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_ns = ''")
+        rows = conn.execute(THREADS_WITH_STEPS)
         return {row[0] for row in rows}
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):

@@ -61,7 +61,7 @@ def _database_error(settings: Settings, exc: Exception) -> DatabaseError:
     else:
         setting = "FERRY_DB (or FERRY_DATABASE_URL for Postgres)"
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if not settings.database_url and _read_only(settings.db):
+    if not settings.database_url and read_only(settings.db):
         first += " (the file is read-only: its threads can be listed and read, not continued)"
     return DatabaseError(f"database {database_name(settings)}: {first}; check {setting}")
 
@@ -89,7 +89,7 @@ class RecordsStarts(Protocol):
         ...
 
 
-def _read_only(path: Path) -> bool:
+def read_only(path: Path) -> bool:
     """Whether the file exists but may not be written (by permission, or by its mode for root)."""
     if not path.is_file():
         return False
@@ -98,7 +98,7 @@ def _read_only(path: Path) -> bool:
 
 def open_file(path: Path) -> sqlite3.Connection:
     """Connect to the SQLite file; read-only when it may not be written, so it can still be read."""
-    if not _read_only(path):
+    if not read_only(path):
         from graph.storage.sqlite import connect
 
         return connect(path)

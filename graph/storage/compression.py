@@ -17,7 +17,8 @@ import zstandard
 from graph.storage.allowlist import StoredValueError
 from graph.storage.dictionary import dictionary
 
-DICTIONARY = "+zd1"  # zstd with Ferry's dictionary 1 (graph/storage/dictionary.py)
+MESSAGES_DICTIONARY = "+zd1"  # zstd with Ferry's dictionary 1 (graph/storage/dictionary.py)
+VALUES_DICTIONARY = "+zd2"  # zstd with Ferry's dictionary 2: checkpoints and the rest
 ZSTD = "+zstd"  # zstd alone, written by earlier versions; still read
 ZLIB = "+zlib"  # likewise
 _LEVEL = 3  # zstd's default: most of the gain, a few microseconds a value
@@ -27,20 +28,30 @@ _CHUNK = 2**20  # a decompression bomb is stopped within one chunk past the cap
 class _Codecs(threading.local):
     """zstd contexts are not thread-safe, and making one per value costs more than the work."""
 
-    compressor: zstandard.ZstdCompressor
-    decompressor: zstandard.ZstdDecompressor
+    compressors: dict[str, zstandard.ZstdCompressor]
+    decompressors: dict[str, zstandard.ZstdDecompressor]
 
     def __init__(self) -> None:
-        self.compressor = zstandard.ZstdCompressor(level=_LEVEL, dict_data=dictionary())
-        self.decompressor = zstandard.ZstdDecompressor(dict_data=dictionary())
+        one, two = dictionary("ferry-1.zdict"), dictionary("ferry-2.zdict")
+        self.compressors = {
+            MESSAGES_DICTIONARY: zstandard.ZstdCompressor(level=_LEVEL, dict_data=one),
+            # The type tag names the dictionary: its id need not be in every frame (4 bytes).
+            VALUES_DICTIONARY: zstandard.ZstdCompressor(
+                level=_LEVEL, dict_data=two, write_dict_id=False
+            ),
+        }
+        self.decompressors = {
+            MESSAGES_DICTIONARY: zstandard.ZstdDecompressor(dict_data=one),
+            VALUES_DICTIONARY: zstandard.ZstdDecompressor(dict_data=two),
+        }
 
 
 _codecs: _Codecs = _Codecs()
 
 
-def compress(data: bytes) -> bytes:
-    """`data` compressed with Ferry's dictionary (the frame records its size)."""
-    return _codecs.compressor.compress(data)
+def compress(data: bytes, suffix: str = MESSAGES_DICTIONARY) -> bytes:
+    """`data` compressed with the dictionary `suffix` names (the frame records its size)."""
+    return _codecs.compressors[suffix].compress(data)
 
 
 def _zstd(decompressor: Callable[[], zstandard.ZstdDecompressor]) -> Decompress:
@@ -95,7 +106,8 @@ def _too_big(cap: int) -> StoredValueError:
 
 Decompress = Callable[[bytes, int], bytes]
 DECOMPRESSORS: dict[str, Decompress] = {
-    DICTIONARY: _zstd(lambda: _codecs.decompressor),
+    MESSAGES_DICTIONARY: _zstd(lambda: _codecs.decompressors[MESSAGES_DICTIONARY]),
+    VALUES_DICTIONARY: _zstd(lambda: _codecs.decompressors[VALUES_DICTIONARY]),
     ZSTD: _zstd(zstandard.ZstdDecompressor),
     ZLIB: _zlib,
 }

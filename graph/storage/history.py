@@ -2,45 +2,37 @@
 
 Messages are stored as the writes of each step (see `graph.state`). Rebuilding them at a
 checkpoint means walking its ancestors back to the nearest one whose history is known (held
-in memory, saved in `ferry_histories`, or a snapshot LangGraph took), then replaying the
+in memory, or a snapshot: LangGraph's, or the root of a pruned thread), then replaying the
 writes since. `graph.storage.sqlite.FerrySaver` calls `replay` and keeps what it rebuilt.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.base import writes_sort_key
 
-from graph.storage import saved_parts
-from graph.storage.internals import (
-    DeltaChannelHistory,
-    DeltaSnapshot,
-    build_delta_channels_writes_history,
-    snapshot_possible_sql,
-)
+from graph.storage import parts
+from graph.storage.internals import DeltaChannelHistory, DeltaSnapshot
+from graph.storage.layout import UNBOUNDED_CHANNEL, unpacked
 
 Key = tuple[str, str, str]
 """(thread_id, checkpoint_ns, checkpoint_id)"""
+StepValues = Callable[[str, bytes, "str | None"], tuple[dict[str, Any], dict[str, Any]]]
+"""Decodes a stored step's (type, value, metadata) into its checkpoint and metadata."""
 
 # A checkpoint's ancestors, nearest first, by parent links (ids are not ordered across
-# processes), each with whether it may hold a snapshot of the messages. CROSS JOIN keeps each
-# step a primary-key lookup.
+# processes), each with whether it holds the messages itself. CROSS JOIN keeps each step a
+# primary-key lookup; the walk reads no more of it than it needs.
 CHAIN_SQL = (
-    "WITH RECURSIVE chain(checkpoint_id, parent_checkpoint_id, may_hold_snapshot) AS ("
-    "SELECT checkpoint_id, parent_checkpoint_id, "
-    + snapshot_possible_sql("checkpoints")
-    + " FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
-    "UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, "
-    + snapshot_possible_sql("c")
-    + " FROM chain a CROSS JOIN checkpoints c ON c.checkpoint_id = a.parent_checkpoint_id "
-    "WHERE c.thread_id = ? AND c.checkpoint_ns = ?) "
-    "SELECT checkpoint_id, may_hold_snapshot FROM chain"
-)
-SAVED_AT_SQL = (
-    "SELECT checkpoint_id, messages FROM ferry_histories WHERE thread_id = ? AND checkpoint_ns = ?"
+    "WITH RECURSIVE chain(id, parent, snapshot) AS ("
+    "SELECT id, parent, snapshot FROM ferry_steps WHERE thread = ? AND ns = ? AND id = ? "
+    "UNION ALL SELECT s.id, s.parent, s.snapshot FROM chain AS c CROSS JOIN ferry_steps AS s "
+    "ON s.thread = ? AND s.ns = ? AND s.id = c.parent) "
+    "SELECT id, snapshot FROM chain"
 )
 
 
@@ -66,114 +58,101 @@ def _message_like(item: Any) -> bool:
     return isinstance(item, list | tuple) and len(item) == 2 and isinstance(item[0], str)
 
 
+def ancestors(
+    cur: sqlite3.Cursor, number: int, namespace: str, target: Any
+) -> Iterator[tuple[Any, int]]:
+    """A step's ancestors, nearest first, each with its snapshot flag (on a cursor of its own)."""
+    walk = cur.connection.cursor()
+    walk.execute(CHAIN_SQL, (number, namespace, target, number, namespace))
+    walked: set[Any] = set()
+    for step, snapshot in walk:
+        if not walked:
+            walked.add(step)  # the first row is the target itself
+            continue
+        if step in walked:
+            return  # a re-put checkpoint made the chain loop
+        walked.add(step)
+        yield step, snapshot
+
+
 def replay(
     cur: sqlite3.Cursor,
     serde: Any,
-    key: Key,
-    remembered: Callable[[Key], list[Any] | None],
-    task_path: bool,
-    on_saved: Callable[[str, list[Any]], None] | None = None,
-) -> tuple[DeltaChannelHistory, int]:
-    """The writes since the nearest remembered, saved or snapshot ancestor, and its history.
+    step_values: StepValues,
+    key: tuple[int, str, Any],
+    remembered: Callable[[Any], list[Any] | None],
+) -> DeltaChannelHistory:
+    """The `messages` writes since the nearest known ancestor, and its history.
 
-    Also returns the length of the thread's saved history (0 if none), parts included
-    (`graph.storage.saved_parts`); `on_saved` is told the checkpoint and history whenever the
-    walk starts from the saved one. The walk reads ids and one metadata field, and opens a
-    checkpoint only where LangGraph may have stored a snapshot. A snapshot must be honoured:
-    when new input replaces an unfinished step, LangGraph takes one so the abandoned step's
-    stored writes are not replayed.
+    Known: remembered by this process, stored as a part (`graph.storage.parts`), or a snapshot.
+    `key` is (thread number, namespace, stored checkpoint key); `remembered` is asked with
+    stored keys too. The writes' task ids are left as stored (Ferry folds only their values).
+    A snapshot must be honoured: when new input replaces an unfinished step, LangGraph takes
+    one so the abandoned step's stored writes are not replayed.
     """
-    thread_id, namespace, target = key
-    chain: list[str] = []
-    walked: set[str] = set()
+    number, namespace, target = key
+    chain: list[Any] = []
     seed: Any = None
-    blobs = cur.connection.cursor()
-    blobs.execute(SAVED_AT_SQL, (thread_id, namespace))
-    saved_at, saved_length = blobs.fetchone() or (None, 0)
-    newest_part = saved_parts.newest(blobs, thread_id, namespace) if saved_at else None
-    # Each part's checkpoint: read only if the walk gets past what this process remembers
-    # (a long thread has hundreds of parts; a running one finds its last step remembered).
-    part_at: dict[str, int] | None = None
-    cur.execute(CHAIN_SQL, (thread_id, namespace, target, thread_id, namespace))
-    for checkpoint_id, may_hold_snapshot in cur:
-        if checkpoint_id == target and not walked:
-            walked.add(checkpoint_id)  # its own writes belong to the next step
-            continue
-        if checkpoint_id in walked:
-            break  # a re-put checkpoint made the chain loop
-        walked.add(checkpoint_id)
-        chain.append(checkpoint_id)
-        ancestor = (thread_id, namespace, checkpoint_id)
-        seed = remembered(ancestor)
-        if seed is None and part_at is None:
-            part_at = _part_points(blobs, thread_id, namespace) if newest_part else {}
-        if (
-            seed is None
-            and part_at is not None
-            and (checkpoint_id == saved_at or checkpoint_id in part_at)
-        ):
-            base = (thread_id, namespace, str(saved_at))  # parts are read only after a base
-            seed = _saved(blobs, serde, base, part_at.get(checkpoint_id))
-            if seed is not None and on_saved is not None:
-                on_saved(checkpoint_id, seed)
-        if seed is None and may_hold_snapshot:
-            seed = _stored_messages(blobs, serde, ancestor)
+    known: parts.Index | None = None  # read once the walk gets past what this process holds
+    for step, snapshot in ancestors(cur, number, namespace, target):
+        seed = remembered(step)
+        if seed is None and known is None:
+            known = parts.index(cur, number, namespace)
+            if target in known:
+                history = parts.history_at(cur, serde, number, namespace, target, known)
+                return {"writes": [], "seed": history}
+        chain.append(step)
+        if seed is None and known is not None and step in known:
+            seed = parts.history_at(cur, serde, number, namespace, step, known)
+        if seed is None and snapshot:
+            cur.execute(
+                "SELECT type, value, metadata FROM ferry_steps "
+                "WHERE thread = ? AND ns = ? AND id = ?",
+                (number, namespace, step),
+            )
+            checkpoint, _ = step_values(*cur.fetchone())
+            seed = checkpoint.get("channel_values", {}).get(UNBOUNDED_CHANNEL)
         if seed is not None:
             break
-    rows = _message_writes(blobs, thread_id, namespace, chain, task_path) if chain else []
-    history = build_delta_channels_writes_history(
-        channels=["messages"], chain_by_ch={"messages": chain},
-        seed_val_by_ch={"messages": seed}, seeded=set() if seed is None else {"messages"},
-        stage2_rows=rows, serde=serde,
-    )["messages"]  # fmt: skip
-    return history, saved_length if newest_part is None else newest_part
-
-
-def _part_points(cur: sqlite3.Cursor, thread_id: str, namespace: str) -> dict[str, int]:
-    """Each saved part's checkpoint, with the saved history's length there."""
-    return {
-        checkpoint_id: length
-        for length, checkpoint_id in saved_parts.points(cur, thread_id, namespace)
-    }
-
-
-def _saved(cur: sqlite3.Cursor, serde: Any, base_key: Key, upto: int | None) -> list[Any] | None:
-    """The saved history: the base (at `base_key`), and its parts up to length `upto`."""
-    base = _decoded(cur, serde, "SELECT type, value FROM ferry_histories", base_key)
-    if not isinstance(base, list):
-        return None
-    if upto is None:
-        return base
-    return saved_parts.joined(cur, serde, base_key[0], base_key[1], base, upto)
+    resolver = parts.Resolver(cur, serde, number, namespace)
+    writes = _message_writes(cur, resolver, number, namespace, chain) if chain else []
+    entry: DeltaChannelHistory = {"writes": writes}
+    if seed is not None:
+        entry["seed"] = seed
+    return entry
 
 
 def _message_writes(
-    cur: sqlite3.Cursor, thread_id: str, namespace: str, chain: list[str], task_path: bool
+    cur: sqlite3.Cursor, resolver: parts.Resolver, number: int, namespace: str, chain: list[Any]
 ) -> list[Any]:
-    """The `messages` writes stored at the checkpoints in `chain` (LangGraph's stage-2 rows).
+    """The `messages` writes at the checkpoints in `chain`, oldest first, decoded.
 
     One range of the primary key holds them all: the rows between the chain's smallest and
     largest ids (a branch forked off the chain may have rows in between; they are left out).
+    Within a step they are in LangGraph's order (`writes_sort_key`).
     """
-    path = "task_path" if task_path else "''"
-    cur.execute(
-        f"SELECT checkpoint_id, channel, task_id, idx, type, value, {path} FROM writes "
-        "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id BETWEEN ? AND ? "
-        "AND channel = 'messages'",
-        (thread_id, namespace, min(chain), max(chain)),
-    )
-    wanted = set(chain)
-    return [row for row in cur if row[0] in wanted]
+    select = "SELECT id, task, task_path, records FROM ferry_writes WHERE thread = ? AND ns = ?"
+    if len({type(step) for step in chain}) == 1:  # ids of one kind: they compare
+        cur.execute(f"{select} AND id BETWEEN ? AND ?", (number, namespace, min(chain), max(chain)))
+    else:
+        cur.execute(select, (number, namespace))
+    by_step: dict[Any, list[tuple[Any, ...]]] = {step: [] for step in chain}
+    for step, task, task_path, records in cur:
+        found = by_step.get(step)
+        if found is None:
+            continue
+        for idx, channel, type_tag, value in unpacked(records):
+            if channel == UNBOUNDED_CHANNEL:
+                found.append((task_path, task, idx, type_tag, value))
+    writes: list[Any] = []
+    for step in reversed(chain):
+        found = by_step[step]
+        if len(found) > 1:
+            found.sort(key=lambda w: writes_sort_key(w[0], _sortable(w[1]), w[2]))
+        writes.extend((task, UNBOUNDED_CHANNEL, resolver.value(t, v)) for _, task, _, t, v in found)
+    return writes
 
 
-def _stored_messages(cur: sqlite3.Cursor, serde: Any, key: Key) -> Any:
-    """The messages a checkpoint stores itself (a snapshot), or None."""
-    checkpoint = _decoded(cur, serde, "SELECT type, checkpoint FROM checkpoints", key) or {}
-    return checkpoint.get("channel_values", {}).get("messages")
-
-
-def _decoded(cur: sqlite3.Cursor, serde: Any, select: str, key: Key) -> Any:
-    """The (type, value) a query selects for one checkpoint of a thread, decoded; or None."""
-    cur.execute(f"{select} WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?", key)
-    row = cur.fetchone()
-    return serde.loads_typed((row[0], row[1])) if row else None
+def _sortable(task: Any) -> str:
+    """A stored task key in the order of its id (a UUID's bytes order as its text does)."""
+    return task.hex() if isinstance(task, bytes) else str(task)

@@ -37,9 +37,9 @@ from langgraph.checkpoint.serde.jsonplus import (
 # checkpoint so that it no longer needs its ancestors.
 from langgraph.checkpoint.serde.types import _DeltaSnapshot as DeltaSnapshot
 
-# Turns the writes read from SQLite into a channel's history, exactly as the stock saver does
-# (private helper of langgraph-checkpoint-sqlite): Ferry reads the rows itself, with one range
-# query and from its saved histories, and hands them over in the stock saver's row shape
+# Turns stored writes into a channel's history, exactly as the stock SQLite saver does (private
+# helper of langgraph-checkpoint-sqlite): Ferry's Postgres saver reads the rows itself, with one
+# range query and from its saved histories, and hands them over in the stock saver's row shape
 # `(checkpoint_id, channel, task_id, idx, type, value, task_path)`.
 from langgraph.checkpoint.sqlite._delta import build_delta_channels_writes_history
 
@@ -56,38 +56,16 @@ __all__ = [
     "DeltaSnapshot",
     "build_delta_channels_writes_history",
     "run_checkpointer",
-    "snapshot_possible_sql",
     "snapshot_value",
-    "writes_have_task_path",
 ]
 
 SNAPSHOT_COUNTERS = "counters_since_delta_snapshot"
 """Checkpoint metadata key (beta) counting each delta channel's updates since its last snapshot.
 
-LangGraph drops a channel's entry when it takes a snapshot, so Ferry's ancestor walk opens a
-checkpoint (to look for one) only where the entry is absent, instead of decoding every one.
+LangGraph drops a channel's entry when it takes a snapshot: moving an old file's rows, Ferry
+flags the checkpoints without one as those that may hold the messages themselves. Its saver
+stores the `messages` superstep count as 0 (`graph.storage.layout.stored_metadata`).
 """
-
-
-def snapshot_possible_sql(table: str, channel: str = "messages") -> str:
-    """SQL that is true where a checkpoint of `table` may hold a snapshot of `channel`.
-
-    The root of a pruned thread holds one too (retention writes it there).
-    """
-    return (
-        f"({table}.parent_checkpoint_id IS NULL OR json_extract(CAST({table}.metadata AS TEXT), "
-        f"'$.{SNAPSHOT_COUNTERS}.{channel}') IS NULL)"
-    )
-
-
-def writes_have_task_path(saver: Any) -> bool:
-    """Whether the stock SQLite saver found a `task_path` column in `writes` (private flag).
-
-    A read-only file from before the column has none; Ferry's own query of the writes must then
-    select '' in its place, as the stock saver does. (langgraph-checkpoint-sqlite 3.1.1 had no
-    flag, and a second turn crashed: hence the pin.)
-    """
-    return bool(saver._has_task_path)
 
 
 def snapshot_value(seed: Any) -> list[Any]:

@@ -7,8 +7,9 @@ import sys
 import weakref
 from pathlib import Path
 
+from graph.storage import read_only
 from graph.storage.allowlist import NamesThreadOnRefusal
-from graph.storage.leases import LeaseStore, SqliteLeases, main_file, sqlite_file
+from graph.storage.leases import LeaseStore, SqliteLeases, sqlite_file
 from graph.storage.sqlite import FerrySaver
 
 _FILES: weakref.WeakKeyDictionary[FerrySaver, Path | None] = weakref.WeakKeyDictionary()
@@ -22,7 +23,10 @@ def leases_for(saver: object, timeout_s: float, *, holder: str) -> LeaseStore | 
             with saver.lock:
                 _FILES[saver] = sqlite_file(saver.conn)
         path = _FILES[saver]
-        return None if path is None else SqliteLeases(path, timeout_s, holder=holder)
+        # A read-only file is never continued: a lease would write it (root may, by mode).
+        if path is None or read_only(path):
+            return None
+        return SqliteLeases(path, timeout_s, holder=holder)
     # Only a process that opened Postgres has its module loaded (importing it needs psycopg).
     if isinstance(saver, NamesThreadOnRefusal) and "graph.storage.postgres" in sys.modules:
         from graph.storage.pg_leases import PostgresLeases, conninfo_of
@@ -37,10 +41,4 @@ async def aleases_for(saver: object, timeout_s: float, *, holder: str) -> LeaseS
     # The LangGraph server hands runs its checkpointer wrapped in an adapter that keeps the
     # saver `langgraph.json` names as `_inner` (tests/integration/test_studio.py covers it).
     saver = getattr(saver, "_inner", saver)
-    conn = getattr(saver, "conn", None)
-    if isinstance(saver, NamesThreadOnRefusal) and hasattr(conn, "execute_fetchall"):
-        # The server's aiosqlite saver: the lease opens its own connection on the same file.
-        rows = await conn.execute_fetchall("PRAGMA database_list")  # type: ignore[union-attr]  # checked just above
-        path = main_file(rows)
-        return None if path is None else SqliteLeases(path, timeout_s, holder=holder)
     return await asyncio.to_thread(leases_for, saver, timeout_s, holder=holder)

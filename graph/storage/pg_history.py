@@ -41,9 +41,11 @@ from graph.storage.pg_history_sql import (
     WRITES,
 )
 from graph.storage.saved_parts import PART, extends
-from graph.storage.sqlite import _CACHED_HISTORIES, _SAVE_FROM, _SAVE_GROWTH
+from graph.storage.sqlite import _CACHED_HISTORIES
 
 T = TypeVar("T")
+_SAVE_FROM = 200  # messages; a shorter history replays in a few milliseconds
+_SAVE_GROWTH = 1.5  # a new base once the history is half again what is saved (parts aside)
 Thread = tuple[str, str]
 """(thread_id, checkpoint_ns)"""
 Saved = tuple[str, list[Any]]
@@ -285,4 +287,4 @@ def folded(entry: DeltaChannelHistory) -> list[Any] | None:
 
 def worth_saving(messages: list[Any], saved_length: int) -> bool:
     """Whether a history has grown enough since the saved one to be saved in its place."""
-    return len(messages) >= max(_SAVE_FROM, _SAVE_GROWTH * saved_length)
+    return bool(len(messages) >= max(_SAVE_FROM, _SAVE_GROWTH * saved_length))

@@ -10,7 +10,6 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
 from graph.storage.internals import DeltaSnapshot, snapshot_value
-from graph.storage.saved_parts import DELETE_PARTS
 from graph.storage.threads import list_threads
 
 if TYPE_CHECKING:
@@ -41,23 +40,8 @@ def prune_thread(saver: FerrySaver, thread_id: str, keep: int, namespace: str = 
     chain, has_older = _recent_chain(saver, thread_id, namespace, max(keep, 1))
     if not has_older:
         return 0
-    oldest = chain[-1]
-    type_tag, blob = saver.serde.dumps_typed(_standing_alone(saver, oldest))
     kept = [c.config["configurable"]["checkpoint_id"] for c in chain]
-    marks = ",".join("?" * len(kept))
-    where = f"thread_id = ? AND checkpoint_ns = ? AND checkpoint_id NOT IN ({marks})"
-    with saver.cursor() as cur:
-        cur.execute(
-            "UPDATE checkpoints SET type = ?, checkpoint = ?, parent_checkpoint_id = NULL "
-            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-            (type_tag, blob, thread_id, namespace, kept[-1]),
-        )
-        cur.execute(f"DELETE FROM checkpoints WHERE {where}", (thread_id, namespace, *kept))
-        removed = int(cur.rowcount)
-        for table in ("writes", "ferry_histories"):
-            cur.execute(f"DELETE FROM {table} WHERE {where}", (thread_id, namespace, *kept))
-        cur.execute(DELETE_PARTS, (thread_id, namespace))  # they extend a base now gone or stale
-    return removed
+    return saver.keep_only(chain[-1].config, kept, _standing_alone(saver, chain[-1]))
 
 
 def _standing_alone(saver: FerrySaver, oldest: CheckpointTuple) -> dict[str, Any]:
@@ -83,12 +67,7 @@ def prune_threads(saver: FerrySaver, thread_ids: Sequence[str], *, strategy: str
             continue
         if strategy != "keep_latest":
             raise ValueError(f"unknown prune strategy {strategy!r}")
-        with saver.cursor(transaction=False) as cur:
-            cur.execute(
-                "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = ?", (thread_id,)
-            )
-            namespaces = [row[0] for row in cur.fetchall()]
-        for namespace in namespaces:
+        for namespace in saver.namespaces(thread_id):
             prune_thread(saver, thread_id, keep=1, namespace=namespace)
 
 

@@ -30,7 +30,12 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from graph.log import redact
 from graph.settings import ConfigError, Settings, get_settings
 from graph.storage.allowlist import MESSAGE_CLASSES, StoredValueError, Unpacker, allowing, load_json
-from graph.storage.compression import DECOMPRESSORS, DICTIONARY, compress
+from graph.storage.compression import (
+    DECOMPRESSORS,
+    MESSAGES_DICTIONARY,
+    VALUES_DICTIONARY,
+    compress,
+)
 
 __all__ = ["MESSAGES", "FerrySerializer", "StoredValueError", "collection_paused", "serializer"]
 
@@ -92,9 +97,10 @@ class FerrySerializer(SerializerProtocol):
         type_tag, data = (MESSAGES, compact) if compact else self._langgraph.dumps_typed(obj)
         # A value too big to decompress under the cap stays uncompressed, so it always loads.
         if _WORTH_TRYING <= len(data) <= self.max_value_bytes:
-            packed = compress(data)
+            suffix = MESSAGES_DICTIONARY if compact else VALUES_DICTIONARY
+            packed = compress(data, suffix)
             if len(packed) <= len(data) * 0.9:
-                type_tag, data = type_tag + DICTIONARY, packed
+                type_tag, data = type_tag + suffix, packed
         if self.cipher:
             cipher_name, data = self.cipher.encrypt(data)
             type_tag = f"{type_tag}+{cipher_name}"

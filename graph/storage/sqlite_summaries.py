@@ -1,79 +1,51 @@
 """The SQLite side of the threads' summary rows (`graph.storage.summaries`).
 
-Mixed into `FerrySaver` before LangGraph's saver: every checkpoint put on a thread's main
-namespace rewrites the thread's row. The history it counts is the one the saver keeps for the
-next step anyway, so the row costs the fold of one step's writes, and one small write, made
-under the same hold of the saver's lock as the checkpoint (threads sharing a saver wait their
-turn once per put, not three times). The checkpoint is committed first, so the file's write
-lock is not held while the history is rebuilt (other processes would wait for it).
+Mixed into `FerrySaver`: every checkpoint put on a thread's main namespace rewrites the
+thread's row. The history it counts is the one the saver keeps for the next step anyway, so
+the row costs the fold of one step's writes, and one small write, in the same transaction as
+the checkpoint. A row names its checkpoint as `ferry_steps` stores the id
+(`graph.storage.layout.key_of`).
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint
 
-from graph.storage.checkpoint_rows import CompactCheckpoints
-from graph.storage.summaries import SAVE_SQLITE, Row, listing_rows
+from graph.storage.layout import key_of
+from graph.storage.summaries import LISTING_SQLITE, SAVE_SQLITE, Row
 from graph.storage.threads import summary_after_put
 
 log = logging.getLogger("ferry.saver")
 
 
-class SummarisesThreads(CompactCheckpoints):
+class SummarisesThreads:
     """A SQLite saver that keeps each thread's summary row as it puts its checkpoints."""
 
-    _cursor_thread: int | None = None  # the thread inside `cursor`, while one is
-    _outer_commits = False  # whether that outermost cursor commits when it closes
+    def cursor(self, transaction: bool = True) -> AbstractContextManager[sqlite3.Cursor]:
+        """The saver's cursor (see `FerrySaver.cursor`)."""
+        raise NotImplementedError
 
     def alongside_put(self, saved: RunnableConfig, checkpoint: Checkpoint) -> None:
         """Write the thread's summary row (main namespace), as its checkpoint was put."""
-        if (row := summary_after_put(self, saved, checkpoint)) is not None:
+        if (row := summary_after_put(self, saved, checkpoint)) is not None:  # type: ignore[arg-type]  # mixed into a saver
             self.save_summary(row)
 
-    @contextmanager
-    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
-        """LangGraph's cursor; inside one this thread holds, a cursor in the same transaction."""
-        if self._cursor_thread != threading.get_ident():
-            with super().cursor(transaction) as cur:
-                self._cursor_thread, self._outer_commits = threading.get_ident(), transaction
-                try:
-                    yield cur
-                finally:
-                    self._cursor_thread = None
-            return
-        cur = self.conn.cursor()  # the lock is this thread's already (it may not be reentrant)
-        try:
-            yield cur
-        finally:
-            if transaction and not self._outer_commits:
-                self.conn.commit()
-            cur.close()
-
     def thread_summaries(self) -> list[tuple[Any, ...]]:
-        """Each thread's listing row (`graph.storage.summaries.LISTING`)."""
+        """Each thread's listing row (`graph.storage.summaries.LISTING_SQLITE`)."""
         with self.cursor(transaction=False) as cur:
-            return listing_rows(cur, has_table=has_summaries(cur))
+            return [tuple(row) for row in cur.execute(LISTING_SQLITE).fetchall()]
 
     def save_summary(self, row: Row) -> None:
         """Write a thread's summary row; nothing if the file may not be written."""
+        thread_id, checkpoint_id, *rest = row
         try:
             with self.cursor() as cur:
-                cur.execute(SAVE_SQLITE, row)
+                cur.execute(SAVE_SQLITE, (thread_id, key_of(checkpoint_id), *rest))
         except sqlite3.OperationalError as error:
-            log.debug("summary of %s not kept: %s", row[0], error)
-
-
-def has_summaries(cur: sqlite3.Cursor) -> bool:
-    """Whether the file has the summaries table."""
-    cur.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ferry_thread_summaries'"
-    )
-    return cur.fetchone() is not None
+            log.debug("summary of %s not kept: %s", thread_id, error)

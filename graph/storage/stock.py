@@ -2,15 +2,15 @@
 
 LangGraph's docs teach `build_graph(checkpointer=SqliteSaver(conn))`. The stock saver stores
 every value with all its fields, versions 50 bytes long, LangGraph's periodic snapshots of
-the whole history, and rebuilds a history by walking every ancestor: measured on the bench
-workload (bench/README.md), 4.1× the messages' bytes at 80 turns instead of Ferry's 2.9×,
-34 ms per model call instead of 30, and 128 ms per `get_state` at 320 turns. Its tables are
-LangGraph's own, which Ferry's saver shares (adding its own beside them), and Ferry's
-serializer reads everything LangGraph's default one writes; so a stock `SqliteSaver` with
-the default serializer is replaced by a `FerrySaver` on the same connection, sharing its lock
-(and the stock saver reads and writes with Ferry's serializer from then on, so the caller's
-object still reads the thread). Any other stock SQLite saver (the async one, one with its own
-serializer) is kept, and its cost logged once.
+the whole history and ids as text in every row, and rebuilds a history by walking every
+ancestor: measured on the bench workload (bench/README.md), 4.1× the messages' bytes at 80
+turns, 34 ms per model call and 128 ms per `get_state` at 320 turns. Ferry's serializer reads
+everything LangGraph's default one writes, so a stock `SqliteSaver` with the default
+serializer is replaced by a `FerrySaver` on the same connection, sharing its lock: the rows
+the stock saver stored move into Ferry's tables (`graph.storage.migration`), and the caller's
+stock object, which reads only LangGraph's tables, no longer sees them (the graph does). Any
+other stock SQLite saver (the async one, one with its own serializer) is kept, and its cost
+logged once.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from graph.settings import Settings
 
 log = logging.getLogger("ferry.saver")
 COST = (
-    "about 4× the messages' bytes at 80 turns (Ferry's saver: 2.9×), slower model calls "
+    "about 4× the messages' bytes at 80 turns (Ferry's saver: 1.2×), slower model calls "
     "(34 vs 30 ms) and 128 ms per get_state at 320 turns (bench/README.md)"
 )
 """What a stock saver costs a Ferry thread, as the bench measured it."""
@@ -45,7 +45,10 @@ def adopted(checkpointer: BaseCheckpointSaver[Any], settings: Settings) -> BaseC
         # One connection, one lock and one format, whichever of the two the caller goes on using.
         saver.lock = checkpointer.lock
         checkpointer.serde = saver.serde
-        log.debug("stock SqliteSaver: its connection now stores Ferry's format")
+        log.info(
+            "a stock SqliteSaver's connection now stores Ferry's tables: read the threads "
+            "through the graph (or graph.storage.sqlite_saver), not that SqliteSaver"
+        )
         return saver
     _warn_once(type(checkpointer).__name__)
     return checkpointer

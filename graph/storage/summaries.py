@@ -54,12 +54,16 @@ LISTING = (
     "LEFT JOIN ferry_thread_summaries AS s "
     "ON s.thread_id = n.thread_id AND s.checkpoint_id = n.newest WHERE n.newest IS NOT NULL"
 )
-"""Each thread's newest checkpoint on its main namespace, with the summary of it if any."""
-LISTING_WITHOUT_SUMMARIES = (
-    _NEWEST
-    + "SELECT thread_id, newest, NULL, NULL, NULL, NULL FROM newest WHERE newest IS NOT NULL"
+"""Each thread's newest checkpoint on its main namespace, with the summary of it if any
+(Postgres, in LangGraph's tables)."""
+LISTING_SQLITE = (
+    "SELECT n.thread_id, n.newest, s.updated_at, s.messages, s.title, s.title_type FROM "
+    "(SELECT t.thread_id, (SELECT max(id) FROM ferry_steps WHERE thread = t.id AND ns = '') "
+    "AS newest FROM ferry_threads AS t) AS n "
+    "LEFT JOIN ferry_thread_summaries AS s "
+    "ON s.thread_id = n.thread_id AND s.checkpoint_id = n.newest WHERE n.newest IS NOT NULL"
 )
-"""The same for a file from before summaries that may not be written (no table to join)."""
+"""The same in Ferry's SQLite layout (`graph.storage.layout`): a few index seeks per thread."""
 
 Summary = dict[str, Any]
 """A thread as `ferry threads` shows it: thread_id, updated_at, messages, title."""
@@ -71,9 +75,9 @@ PLAIN = ""
 """The `title_type` of a title stored as it is."""
 
 
-def listing_rows(cur: Any, *, has_table: bool = True) -> list[tuple[Any, ...]]:
-    """Run the listing on a DB-API cursor (SQLite tuples or Postgres dict rows alike)."""
-    cur.execute(LISTING if has_table else LISTING_WITHOUT_SUMMARIES)
+def listing_rows(cur: Any) -> list[tuple[Any, ...]]:
+    """Run the Postgres listing on a DB-API cursor (dict rows or tuples alike)."""
+    cur.execute(LISTING)
     return [tuple(r.values()) if isinstance(r, Mapping) else tuple(r) for r in cur.fetchall()]
 
 

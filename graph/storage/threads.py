@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from graph.storage.summaries import PLAIN, Opener, Row, Summary, listing_rows, summary_of
+from graph.storage.summaries import LISTING_SQLITE, PLAIN, Opener, Row, Summary, summary_of
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
@@ -88,7 +88,7 @@ def listed_from_rows(path: Path) -> list[Summary] | None:
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=30)
         try:
-            rows = listing_rows(conn.cursor())
+            rows = [tuple(row) for row in conn.execute(LISTING_SQLITE).fetchall()]
         finally:
             conn.close()
     except sqlite3.Error as error:

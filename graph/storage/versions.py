@@ -96,8 +96,12 @@ def _upgrade_rows(conn: sqlite3.Connection, serde: Any) -> None:
         "SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint FROM checkpoints"
     ).fetchall()
     for thread_id, namespace, checkpoint_id, type_tag, blob in rows:
-        checkpoint = serde.loads_typed((type_tag, blob))
-        if _upgraded(checkpoint):
+        try:
+            checkpoint = serde.loads_typed((type_tag, blob))
+        except StoredValueError as error:  # refused when its thread is read, naming it
+            log.warning("thread %s: a checkpoint's versions not upgraded: %s", thread_id, error)
+            continue
+        if isinstance(checkpoint, dict) and _upgraded(checkpoint):
             conn.execute(
                 "UPDATE checkpoints SET type = ?, checkpoint = ? "
                 "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",

@@ -3,7 +3,9 @@
 langgraph-checkpoint-conformance drives a saver through its async methods. The sync savers
 (FerrySaver, FerryPostgresSaver) are driven through `SyncDriven`, which runs each sync method
 in a worker thread and declares only the capabilities the saver itself implements, so the
-suite detects the same capabilities it would on the saver.
+suite detects the same capabilities it would on the saver. The server's SQLite saver is a
+`FerrySaver` too, opened as the server opens it: the suite then drives its own async methods
+(`graph.storage.in_threads`).
 """
 
 from __future__ import annotations
@@ -14,18 +16,16 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
 import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.initializer import RegisteredCheckpointer
 
-from graph.server.checkpointer import AsyncFerrySaver
+from graph.server import checkpointer as server_checkpointer
 from graph.storage.postgres import AsyncFerryPostgresSaver, FerryPostgresSaver, connect
 from graph.storage.serde import serializer
 from graph.storage.sqlite import FerrySaver
 from graph.storage.sqlite import connect as sqlite_connect
-from graph.storage.sqlite_schema import OPENING_STATEMENTS
 from tests.support.pgserver import PostgresServer
 
 pytestmark = pytest.mark.timeout(300)
@@ -94,14 +94,12 @@ def test_ferry_saver_conforms(tmp_path: Path) -> None:
     _assert_conforms(ferry_saver, _BASE | {"prune"})
 
 
-def test_the_servers_saver_conforms(tmp_path: Path) -> None:
-    @checkpointer_test(name=f"AsyncFerrySaver-{uuid.uuid4().hex[:6]}")
+def test_the_servers_saver_conforms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    @checkpointer_test(name=f"ServerFerrySaver-{uuid.uuid4().hex[:6]}")
     async def server_saver() -> AsyncIterator[BaseCheckpointSaver[Any]]:
-        async with aiosqlite.connect(tmp_path / f"{uuid.uuid4().hex}.db") as conn:
-            for statement in OPENING_STATEMENTS:
-                await conn.execute(statement)
-            saver = AsyncFerrySaver(conn, serde=serializer())
-            await saver.setup()
+        monkeypatch.setenv("FERRY_DB", str(tmp_path / f"{uuid.uuid4().hex}.db"))
+        async with server_checkpointer.checkpointer() as saver:
+            assert isinstance(saver, FerrySaver)  # its own async methods, not `sync_driven`
             yield saver
 
     _assert_conforms(server_saver, _BASE | {"prune"})

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from tests.support.servers.base import Reply
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
 from tests.support.servers.openmeteo import OpenMeteoServer, error
 from tests.support.servers.tavily import TavilyServer, tavily_error
+from tests.support.stored import step_values, write_values
 from tests.support.turns import ask
 
 KEY = "sk-test-Q9v/Xw+Lm2=Rt7kd"
@@ -56,26 +56,24 @@ def provider_error(status: int, **headers: str) -> Reply:
 
 
 def stored_everything(db: Path) -> str:
-    """Every value of every table of the database, decoded with Ferry's serializer."""
+    """Every value of every table of the database, its steps and writes decoded as well."""
     saver = sqlite_saver(db)
-    tables = [row[0] for row in saver.conn.execute("SELECT name FROM sqlite_master")]
-    decoded = []
-    for table in tables:
-        try:
-            cursor = saver.conn.execute(f'SELECT * FROM "{table}"')  # noqa: S608 - our own names
-        except sqlite3.OperationalError:  # an index, not a table
-            continue
-        columns = [column[0] for column in cursor.description]
-        for row in cursor:
-            decoded += [_decoded(saver, dict(zip(columns, row, strict=True)), c) for c in columns]
-    saver.conn.close()
-    return "\n".join(decoded)
+    conn = saver.conn
+    tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    found = [
+        _as_text(value)
+        for table in tables
+        for row in conn.execute(f'SELECT * FROM "{table}"')  # noqa: S608 - the file's own names
+        for value in row
+    ]
+    values = [value for value, _ in step_values(conn)] + write_values(conn)
+    assert values  # the run stored something to search
+    found += [repr(saver.serde.loads_typed(value)) for value in values]
+    conn.close()
+    return "\n".join(found)
 
 
-def _decoded(saver: Any, row: dict[str, Any], column: str) -> str:
-    value = row[column]
-    if isinstance(value, bytes) and column in ("checkpoint", "value") and row.get("type"):
-        return repr(saver.serde.loads_typed((row["type"], value)))
+def _as_text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 

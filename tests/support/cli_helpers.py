@@ -32,6 +32,7 @@ from langchain_core.messages import ToolMessage
 from graph.settings import Settings
 from graph.storage import open_saver
 from tests.support.servers.base import LoopbackServer
+from tests.support.stored import step_values, write_records, write_values
 
 UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 RUN_TIMEOUT_S = 60.0
@@ -223,13 +224,10 @@ def stored_tool_results(db: Path, thread_id: str) -> list[ToolMessage]:
         return []
     with open_saver(Settings(db=db)) as saver:
         try:
-            rows = saver.conn.execute(
-                "SELECT type, value FROM writes WHERE thread_id = ? AND channel = 'messages'",
-                (thread_id,),
-            ).fetchall()
+            rows = write_values(saver.conn, thread_id, "messages")
         except sqlite3.OperationalError:  # the process has not created its tables yet
             return []
-        written = [saver.serde.loads_typed((kind, value)) for kind, value in rows]
+        written = [saver.serde.loads_typed(value) for value in rows]
     messages = [m for w in written for m in (w if isinstance(w, list) else [w])]
     return [m for m in messages if isinstance(m, ToolMessage)]
 
@@ -239,12 +237,10 @@ def stored_text(db: Path) -> str:
     one would not show in the file's bytes."""
     with open_saver(Settings(db=db)) as saver:
         rows = [
-            *saver.conn.execute("SELECT type, checkpoint, metadata FROM checkpoints"),
-            *saver.conn.execute("SELECT type, value, channel FROM writes"),
-            *saver.conn.execute("SELECT type, value, checkpoint_id FROM ferry_histories"),
-            *saver.conn.execute("SELECT type, value, checkpoint_id FROM ferry_history_parts"),
+            *step_values(saver.conn),
+            *((value, channel) for _, (_, channel, *value) in write_records(saver.conn)),
         ]
-        return "\n".join(f"{saver.serde.loads_typed((t, v))!r} {other!r}" for t, v, other in rows)
+        return "\n".join(f"{saver.serde.loads_typed(tuple(v))!r} {other!r}" for v, other in rows)
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:

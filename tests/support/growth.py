@@ -1,9 +1,8 @@
 """Grow one thread turn by turn and measure what storage each turn adds, early and late.
 
 What is measured is the bytes of the rows Ferry stores for the thread's steps (checkpoints and
-writes), not the file's size: a file grows in whole pages (B-tree splits, the saved copy of a
-history being renewed), so its size over a few turns moves by luck, not by what a turn stores.
-The saved histories are left out: one bounded copy per thread, checked on its own.
+writes: their keys and values), not the file's size: a file grows in whole pages (B-tree
+splits), so its size over a few turns moves by luck, not by what a turn stores.
 """
 
 from __future__ import annotations
@@ -34,31 +33,33 @@ def bytes_per_turn(
     return early_bytes, late_bytes, result
 
 
+STEP_TABLES = ("ferry_steps", "ferry_writes", "ferry_parts")
+"""The tables a thread's steps are stored in: checkpoints, writes, and the parts of a long
+history the writes refer to (a file may not have that one yet)."""
+
+
 def sqlite_stored_bytes(path: Path) -> int:
-    """Bytes of every stored checkpoint and write in a SQLite file (columns, not pages)."""
-    conn = sqlite3.connect(path)
-    try:
-        row = conn.execute(
-            "SELECT (SELECT coalesce(sum(length(CAST(checkpoint AS BLOB)) "
-            "+ length(CAST(metadata AS BLOB)) + length(checkpoint_id)), 0) FROM checkpoints) "
-            "+ (SELECT coalesce(sum(length(CAST(value AS BLOB)) + length(channel) "
-            "+ length(task_id)), 0) FROM writes)"
-        ).fetchone()
-    finally:
-        conn.close()
-    return int(row[0])
+    """Bytes of every step and task's writes stored in a SQLite file (keys, values; not pages)."""
+    return _column_bytes(path, STEP_TABLES)
 
 
 def sqlite_all_bytes(path: Path) -> int:
-    """Bytes of every value and key Ferry and LangGraph store in a SQLite file (columns, not pages).
+    """Bytes of every value and key Ferry stores for threads in a SQLite file (columns, not pages).
 
-    Everything a thread costs: checkpoints, writes and saved histories, ids included.
+    Everything a thread costs: its steps and writes, and the row naming its number.
     """
+    return _column_bytes(path, ("ferry_threads", *STEP_TABLES))
+
+
+def _column_bytes(path: Path, tables: tuple[str, ...]) -> int:
+    """The summed length of every column of every row of `tables` (a number as its digits)."""
     conn = sqlite3.connect(path)
     try:
         total = 0
-        for table in ("checkpoints", "writes", "ferry_histories"):
+        for table in tables:
             columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+            if not columns:  # not in this file
+                continue
             lengths = " + ".join(f"coalesce(length(CAST({c} AS BLOB)), 0)" for c in columns)
             total += int(
                 conn.execute(f"SELECT coalesce(sum({lengths}), 0) FROM {table}").fetchone()[0]

@@ -2,7 +2,8 @@
 
 Every payload, if Ferry obeyed it, would create `marker` (or import `PLANTED_MODULE`, whose
 import creates it). The tests plant them in SQLite and Postgres rows and check that reading
-the thread refuses them and that the marker never appears.
+the thread refuses them and that the marker never appears. Beside them, rows in a form Ferry
+never writes (`graph.storage.layout`), which a reader must refuse rather than guess at.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import pickle
 import zlib
 from pathlib import Path
+from typing import Any
 
 import ormsgpack
 import zstandard
@@ -23,6 +25,8 @@ from langgraph.checkpoint.serde.jsonplus import (
     EXT_PYDANTIC_V1,
     EXT_PYDANTIC_V2,
 )
+
+from graph.storage import layout
 
 PLANTED_MODULE = "ferry_planted_module"
 
@@ -88,3 +92,46 @@ def hostile_values(marker: Path) -> dict[str, tuple[str, bytes]]:
     lc2 = {"lc": 2, "type": "constructor", "id": ["os", "system"], "args": [touch]}
     values["json lc2 envelope"] = ("json", json.dumps(lc2).encode())
     return values
+
+
+def misshapen_values(serde: Any) -> dict[str, tuple[str, bytes]]:
+    """Values that load, but are no checkpoint (nor Ferry's [checkpoint, metadata] pair)."""
+    return {
+        "a list": serde.dumps_typed(["not", "a", "checkpoint"]),
+        "a text": serde.dumps_typed("checkpoint"),
+        "a pair of lists": serde.dumps_typed([[], []]),
+    }
+
+
+FOREIGN_TYPE_CODES: dict[str, Any] = {
+    "the first code past the vocabulary": len(layout.NAMES),
+    "a negative code": -1,
+    "a code as a float": 1.0,  # msgpack's, were it rounded
+    "a code as bytes": b"\x01",
+}
+"""What a planted `ferry_steps.type` may hold that is no type tag Ferry writes."""
+
+
+def malformed_records(record: layout.Record) -> dict[str, Any]:
+    """`ferry_writes.records` in forms Ferry never writes, made from one good `record`.
+
+    Each keeps the record's own value where it can, so that only the form is wrong.
+    """
+    idx, channel, tag, data = record
+    name, kind, past = layout.code_of(channel), layout.code_of(tag), len(layout.NAMES)
+    return {
+        "not msgpack": b"\xc1",
+        "text, not a blob": "[]",
+        "a map, not an array": ormsgpack.packb({channel: data}),
+        "one record, not an array of them": ormsgpack.packb([idx, name, kind, data]),
+        "a record of three fields": ormsgpack.packb([[idx, name, data]]),
+        "an index that is not an integer": ormsgpack.packb([[str(idx), name, kind, data]]),
+        "a value that is not bytes": ormsgpack.packb([[idx, name, kind, data.hex()]]),
+        "a channel code past the vocabulary": ormsgpack.packb([[idx, past, kind, data]]),
+        "a type code past the vocabulary": ormsgpack.packb([[idx, name, past, data]]),
+        "a negative type code": ormsgpack.packb([[idx, name, -1, data]]),
+        "a type code as a boolean": ormsgpack.packb([[idx, name, True, data]]),
+        "a channel code as a float": ormsgpack.packb(
+            [[idx, float(layout.NAMES.index(channel)), kind, data]]
+        ),
+    }

@@ -1,30 +1,37 @@
-"""A checkpoint row's metadata: LangGraph's JSON, compact, without the messages' superstep bound."""
+"""A step's metadata: stored inside its value, without the messages' superstep bound."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 
 from langgraph.checkpoint.base import empty_checkpoint
 
 from graph.storage import FerrySaver
+from tests.support.stored import step_values
 
 CONFIG = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
 
 
-def test_metadata_is_compact_and_messages_never_reach_the_superstep_bound(tmp_path: Path) -> None:
+def test_messages_never_reach_the_superstep_bound(tmp_path: Path) -> None:
+    """LangGraph snapshots `messages` (the whole history again) once 5000 supersteps are counted.
+
+    Ferry replays writes instead, so the stored counter must be 0 whatever LangGraph counted:
+    otherwise a long thread would store its history again and again.
+    """
     saver = FerrySaver(sqlite3.connect(tmp_path / "ferry.db", check_same_thread=False))
     checkpoint = empty_checkpoint()
     counters = {"messages": (7, 4999), "notes": (1, 4999)}
     metadata = {"source": "loop", "step": 3, "counters_since_delta_snapshot": counters}
     saver.put(CONFIG, checkpoint, metadata, {})  # type: ignore[arg-type]
 
-    [(stored,)] = saver.conn.execute("SELECT metadata FROM checkpoints").fetchall()
-    assert b", " not in stored and b": " not in stored
+    [(value, legacy)] = step_values(saver.conn)
+    assert legacy is None  # Ferry's own row: the metadata is in the value, not beside it
+    stored_checkpoint, stored_metadata = saver.serde.loads_typed(value)
+    assert "id" not in stored_checkpoint  # the id is the row's key
     # The update count stays (a channel's own snapshot cadence); only the supersteps are reset,
-    # and only for `messages`, whose replay Ferry's saved histories bound.
-    assert json.loads(stored)["counters_since_delta_snapshot"] == {
+    # and only for `messages`, whose history Ferry rebuilds from the steps' writes.
+    assert stored_metadata["counters_since_delta_snapshot"] == {
         "messages": [7, 0],
         "notes": [1, 4999],
     }

@@ -13,14 +13,34 @@ from typing import Any
 import pytest
 import zstandard
 from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graph import build_graph
 from graph.cli import main
 from graph.settings import Settings
 from graph.storage import sqlite_saver
-from graph.storage.serde import FerrySerializer, StoredValueError
-from tests.support.hostile_rows import PLANTED_MODULE, hostile_values, plant_module
+from graph.storage.serde import FerrySerializer, StoredValueError, serializer
+from tests.support.hostile_rows import (
+    FOREIGN_TYPE_CODES,
+    PLANTED_MODULE,
+    hostile_values,
+    malformed_records,
+    misshapen_values,
+    plant_module,
+)
 from tests.support.scripted import ScriptedModel, answer
+from tests.support.stored import (
+    plant_legacy_step,
+    plant_legacy_write_values,
+    plant_records,
+    plant_step,
+    plant_step_type,
+    plant_write_values,
+    step_values,
+    write_records,
+    write_values,
+)
 
 MARKER_NAME = "code-ran"
 PAYLOADS = sorted(hostile_values(Path("/x")))
@@ -40,21 +60,13 @@ def _config(thread: str) -> Any:
 
 
 def _plant(db: Path, thread: str, where: str, value: tuple[str, bytes]) -> None:
-    """Replace the thread's stored messages (a write) or its latest checkpoint with `value`."""
+    """Replace the thread's stored messages (its writes) or its latest checkpoint with `value`."""
     conn = sqlite3.connect(db)
     with conn:
         if where == "write":
-            changed = conn.execute(
-                "UPDATE writes SET type = ?, value = ? "
-                "WHERE thread_id = ? AND channel = 'messages'",
-                (*value, thread),
-            ).rowcount
+            changed = plant_write_values(conn, thread, "messages", value)
         else:
-            changed = conn.execute(
-                "UPDATE checkpoints SET type = ?, checkpoint = ? WHERE thread_id = ? AND "
-                "checkpoint_id = (SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = ?)",
-                (*value, thread, thread),
-            ).rowcount
+            changed = plant_step(conn, thread, value)
     conn.close()
     assert changed
 
@@ -87,16 +99,20 @@ def test_a_planted_row_is_refused_naming_its_thread_and_runs_nothing(
     planted: Path, tmp_path: Path, payload: str, where: str
 ) -> None:
     _plant(planted, "bad", where, hostile_values(tmp_path / MARKER_NAME)[payload])
+    _assert_refused_and_good_reads(planted)
+    _assert_nothing_ran(tmp_path)
+
+
+def _assert_refused_and_good_reads(db: Path) -> None:
+    """Reading `bad` is refused in one line naming it; `good`, in the same file, still reads."""
     graph = build_graph(
-        model=ScriptedModel([]), tools=[], checkpointer=sqlite_saver(planted),
-        settings=Settings(db=planted),
-    )  # fmt: skip
+        model=ScriptedModel([]), tools=[], checkpointer=sqlite_saver(db), settings=Settings(db=db)
+    )
     with pytest.raises(StoredValueError, match="^thread bad: ") as refused:
         graph.get_state(_config("bad"))
     assert "\n" not in str(refused.value)
     good = graph.get_state(_config("good")).values["messages"]
     assert [m.content for m in good] == ["hi from good", "hello good"]
-    _assert_nothing_ran(tmp_path)
 
 
 def test_the_cli_says_one_line_and_the_other_threads_still_list(
@@ -114,6 +130,130 @@ def test_the_cli_says_one_line_and_the_other_threads_still_list(
     assert "bad" in err
     assert main(["resume", "--thread", "bad"]) == 1
     assert capsys.readouterr().err.startswith("ferry: thread bad: ")
+    _assert_nothing_ran(tmp_path)
+
+
+@pytest.mark.parametrize("shape", sorted(misshapen_values(serializer())))
+def test_a_planted_checkpoint_that_loads_but_is_no_checkpoint_is_refused(
+    planted: Path, shape: str
+) -> None:
+    """Decoding is not enough: a checkpoint row holds Ferry's [checkpoint, metadata] or nothing."""
+    _plant(planted, "bad", "checkpoint", misshapen_values(serializer())[shape])
+    _assert_refused_and_good_reads(planted)
+
+
+@pytest.mark.parametrize("code", sorted(FOREIGN_TYPE_CODES))
+def test_a_checkpoint_type_code_ferry_never_writes_is_refused_not_guessed(
+    planted: Path, code: str
+) -> None:
+    """A type is one of `layout.NAMES` by its exact index, or text: never a number rounded."""
+    conn = sqlite3.connect(planted)
+    with conn:
+        assert plant_step_type(conn, "bad", FOREIGN_TYPE_CODES[code]) == 1
+    conn.close()
+    _assert_refused_and_good_reads(planted)
+
+
+@pytest.mark.parametrize("form", sorted(malformed_records((0, "messages", "msgpack", b""))))
+def test_writes_stored_in_a_form_ferry_never_writes_are_refused_not_guessed(
+    planted: Path, form: str
+) -> None:
+    """A task's records are read as `layout.packed` wrote them, or not at all."""
+    conn = sqlite3.connect(planted)
+    with conn:
+        [(_, record), *_] = write_records(conn, "bad", "messages")  # a good record to spoil
+        assert plant_records(conn, "bad", "messages", malformed_records(record)[form])
+    conn.close()
+    _assert_refused_and_good_reads(planted)
+
+
+def test_malformed_pending_writes_are_refused_naming_their_thread(planted: Path) -> None:
+    """A failed step's error is a write at the thread's latest checkpoint, read with it."""
+    failing = build_graph(
+        model=ScriptedModel([RuntimeError("provider down")]), tools=[],
+        checkpointer=sqlite_saver(planted), settings=Settings(db=planted),
+    )  # fmt: skip
+    with pytest.raises(RuntimeError, match="provider down"):
+        failing.invoke({"messages": [("user", "again")]}, _config("bad"))
+    conn = sqlite3.connect(planted)
+    with conn:
+        assert plant_records(conn, "bad", "__error__", b"\xc1") == 1
+    conn.close()
+    _assert_refused_and_good_reads(planted)
+
+
+def test_a_history_with_malformed_writes_is_refused_naming_its_thread(planted: Path) -> None:
+    """Listing a thread's checkpoints (Studio's history) reads each one's writes too."""
+    conn = sqlite3.connect(planted)
+    with conn:
+        assert plant_records(conn, "bad", "messages", b"\xc1")
+    conn.close()
+    graph = build_graph(
+        model=ScriptedModel([]), tools=[], checkpointer=sqlite_saver(planted),
+        settings=Settings(db=planted),
+    )  # fmt: skip
+    with pytest.raises(StoredValueError, match="^thread bad: "):
+        list(graph.get_state_history(_config("bad")))
+    assert len(list(graph.get_state_history(_config("good")))) > 1
+
+
+def _converse_in_langgraphs_tables(db: Path, *threads: str) -> None:
+    """Threads as a stock `SqliteSaver` stored them (kept as given: it has its own serializer)."""
+    stock = SqliteSaver(
+        sqlite3.connect(db, check_same_thread=False), serde=JsonPlusSerializer(pickle_fallback=True)
+    )
+    graph = build_graph(
+        model=ScriptedModel([answer(f"hello {t}") for t in threads]), tools=[], checkpointer=stock
+    )
+    assert graph.checkpointer is stock
+    for thread in threads:
+        graph.invoke({"messages": [("user", f"hi from {thread}")]}, _config(thread))
+    stock.conn.close()
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["writable", "read-only"])
+@pytest.mark.parametrize(
+    ("where", "payload"),
+    [
+        *[
+            (where, payload)
+            for where in ("write", "checkpoint")
+            for payload in ("os.system", "pickle", "json constructor os.system")
+        ],
+        ("checkpoint", "a list"),  # decodes: no checkpoint, though an early Ferry's are upgraded
+    ],
+)
+def test_a_row_planted_in_langgraphs_tables_is_still_refused_once_moved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, payload: str, where: str, read_only: bool
+) -> None:
+    """The move copies a checkpoint's bytes as they were: what it copies is still checked."""
+    plant_module(tmp_path, tmp_path / MARKER_NAME)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    db = tmp_path / "old.db"
+    _converse_in_langgraphs_tables(db, "good", "bad")
+    values = {**hostile_values(tmp_path / MARKER_NAME), **misshapen_values(serializer())}
+    value = values[payload]
+    conn = sqlite3.connect(db)
+    with conn:
+        if where == "write":
+            assert plant_legacy_write_values(conn, "bad", "messages", value)
+        else:
+            assert plant_legacy_step(conn, "bad", value) == 1
+    conn.close()
+    if read_only:
+        db.chmod(0o444)
+    try:
+        _assert_refused_and_good_reads(db)
+        saver = sqlite_saver(db)
+        saver.setup()  # the file's rows moved (into a copy in memory, for a read-only file)
+        moved = (
+            [v for v, _ in step_values(saver.conn)]
+            if where == "checkpoint"
+            else write_values(saver.conn, "bad", "messages")
+        )
+        assert value in moved  # as they were planted
+    finally:
+        db.chmod(0o644)
     _assert_nothing_ran(tmp_path)
 
 

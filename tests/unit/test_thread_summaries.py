@@ -7,7 +7,9 @@ rows existed, or a planted row taken for more than text.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 import sqlite3
 import sys
 from contextlib import closing
@@ -16,10 +18,13 @@ from typing import Any
 
 import pytest
 from langchain_core.tools import tool
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graph import build_graph
 from graph.cli import main
-from graph.storage import FerrySaver, sqlite_saver
+from graph.storage import FerrySaver, layout, sqlite_saver
 from graph.storage.threads import list_threads, stored_messages, title_of
 from tests.support.hostile_rows import PLANTED_MODULE
 from tests.support.scripted import ScriptedModel, answer, tool_call
@@ -35,13 +40,16 @@ def lookup(n: int) -> str:
     return f"record {n}"
 
 
-def _converse(db: Path, turns: dict[str, int]) -> None:
+def _converse(
+    db: Path, turns: dict[str, int], saver: BaseCheckpointSaver[Any] | None = None
+) -> None:
     """Each thread in order, `turns[thread]` turns of question, call, result and answer."""
     steps: list[Any] = []
     for count in turns.values():
         for turn in range(count):
             steps += [tool_call("lookup", n=turn), answer(f"answer {turn}")]
-    graph = build_graph(model=ScriptedModel(steps), tools=[lookup], checkpointer=sqlite_saver(db))
+    checkpointer = saver or sqlite_saver(db)
+    graph = build_graph(model=ScriptedModel(steps), tools=[lookup], checkpointer=checkpointer)
     for thread, count in turns.items():
         for turn in range(count):
             graph.invoke(
@@ -97,12 +105,12 @@ def test_each_step_keeps_its_threads_summary_and_the_listing_rebuilds_nothing(db
         ("newer", 4, "newer question 0"),
         ("older", 8, "older question 0"),
     ]
-    with closing(sqlite3.connect(db)) as conn:
-        newest = dict(
-            conn.execute(
-                "SELECT thread_id, max(checkpoint_id) FROM checkpoints GROUP BY thread_id"
-            ).fetchall()
-        )
+    saver = sqlite_saver(db)
+    newest = {}
+    for thread_id in ("older", "newer"):
+        latest = saver.get_tuple({"configurable": {"thread_id": thread_id}})
+        assert latest is not None
+        newest[thread_id] = layout.key_of(latest.config["configurable"]["checkpoint_id"])
     assert {thread: row[0] for thread, row in _rows(db).items()} == newest
 
 
@@ -118,15 +126,34 @@ def test_a_thread_without_a_current_summary_is_rebuilt_once_and_its_row_rewritte
     assert list_threads(_NoRebuilds(sqlite3.connect(db, check_same_thread=False))) == expected
 
 
-def test_a_file_from_before_the_summaries_lists_the_same_read_only_or_not(db: Path) -> None:
-    expected = _rebuilt(sqlite_saver(db))
-    _sql(db, "DROP TABLE ferry_thread_summaries")
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_file_from_before_the_summaries_lists_the_same_read_only_or_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Written in LangGraph's tables (a stock saver, kept as given): no summary rows, no layout.
+    db = tmp_path / "old.db"
+    stock = SqliteSaver(
+        sqlite3.connect(db, check_same_thread=False), serde=JsonPlusSerializer(pickle_fallback=True)
+    )
+    _converse(db, {"older": 2, "newer": 1}, saver=stock)
+    stock.conn.close()
+    shutil.copy(db, tmp_path / "copy.db")
+    expected = _rebuilt(sqlite_saver(tmp_path / "copy.db"))
+    assert [t["thread_id"] for t in expected] == ["newer", "older"]
+
+    before = _digest(db)
+    monkeypatch.setenv("FERRY_DB", str(db))
     db.chmod(0o444)
     try:
         assert main(["threads", "--json"]) == 0
     finally:
         db.chmod(0o644)
-    assert list_threads(sqlite_saver(db)) == expected  # writable: the table comes back
+    assert json.loads(capsys.readouterr().out)["threads"] == expected
+    assert _digest(db) == before  # read from a copy: the file is as it was
+    assert list_threads(sqlite_saver(db)) == expected  # writable: moved, and the rows written
     assert set(_rows(db)) == {"older", "newer"}
 
 

@@ -1,8 +1,10 @@
 """Channel versions, the message rebuild, and `prune`: what the saver returns is what it was given.
 
 Versions: Ferry's compact strings sort as their numbers, before every LangGraph version, and a
-file written by an earlier Ferry (integer versions) is upgraded once and continues, in the CLI
-and on the server. The rebuild: Ferry's reducer only for Ferry's messages, and copies handed out.
+file written by an earlier Ferry (integer versions, in LangGraph's tables) is upgraded as its
+rows move into Ferry's tables (`graph.storage.migration`) and continues, in the CLI and on the
+server (the same saver). The rebuild: Ferry's reducer only for Ferry's messages, and copies
+handed out.
 """
 
 from __future__ import annotations
@@ -12,17 +14,16 @@ import sqlite3
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-import aiosqlite
+import pytest
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import StateGraph
 
 from graph import build_graph
-from graph.server.checkpointer import AsyncFerrySaver
+from graph.server.checkpointer import checkpointer
 from graph.storage import FerrySaver, sqlite_saver
 from graph.storage.serde import serializer
 from graph.storage.sqlite import connect
-from graph.storage.sqlite_schema import OPENING_STATEMENTS, SAVED_HISTORIES_TABLE
 from graph.storage.versions import compact_version
 from tests.support.scripted import ScriptedModel, answer
 
@@ -37,22 +38,20 @@ def test_compact_versions_sort_as_numbers_and_before_langgraphs() -> None:
     assert len(compact_version(1234)) == 7
 
 
-class _OldFerrySaver(FerrySaver):
-    """The saver of an earlier Ferry: integer versions, and no upgrade."""
+class _OldFerrySaver(SqliteSaver):
+    """The saver of an earlier Ferry: LangGraph's tables, Ferry's serializer, integer versions."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__(conn, serde=serializer())
 
     def get_next_version(self, current: Any, channel: None) -> Any:
         return (current or 0) + 1
-
-    def setup(self) -> None:
-        SqliteSaver.setup(self)
-        self.conn.execute(SAVED_HISTORIES_TABLE)
-        self.conn.execute("CREATE TABLE IF NOT EXISTS ferry_started_calls (t, c)")
 
 
 class _ServerNumbered(FerrySaver):
     """Numbers versions as the LangGraph server does (it ignores the saver's own numbering)."""
 
-    get_next_version = SqliteSaver.get_next_version  # type: ignore[assignment]
+    get_next_version = SqliteSaver.get_next_version
 
 
 def _turn(saver: Any, question: str, reply: str) -> list[str]:
@@ -61,7 +60,7 @@ def _turn(saver: Any, question: str, reply: str) -> list[str]:
     return [str(m.content) for m in result["messages"]]
 
 
-def _versions(db: Path, saver_class: type[FerrySaver] = FerrySaver) -> list[Any]:
+def _versions(db: Path, saver_class: type[Any] = FerrySaver) -> list[Any]:
     saver = saver_class(connect(db))
     return [v for c in saver.list(CONFIG) for v in c.checkpoint["channel_versions"].values()]
 
@@ -69,9 +68,11 @@ def _versions(db: Path, saver_class: type[FerrySaver] = FerrySaver) -> list[Any]
 def test_a_file_of_an_earlier_ferry_is_upgraded_and_continues_everywhere(tmp_path: Path) -> None:
     db = tmp_path / "old.db"
     _turn(_OldFerrySaver(connect(db)), "q1", "a1")
-    assert all(isinstance(v, int) for v in _versions(db, _OldFerrySaver))
+    old = _versions(db, _OldFerrySaver)
+    assert old and all(isinstance(v, int) for v in old)
     assert _turn(sqlite_saver(db), "q2", "a2") == ["q1", "a1", "q2", "a2"]
     assert all(isinstance(v, str) for v in _versions(db))
+    assert _versions(db, _OldFerrySaver) == []  # moved: nothing left in LangGraph's tables
     assert _turn(_ServerNumbered(connect(db)), "q3", "a3")[-1] == "a3"  # as Studio would
     assert _turn(sqlite_saver(db), "q4", "a4") == ["q1", "a1", "q2", "a2", "q3", "a3", "q4", "a4"]
 
@@ -124,19 +125,36 @@ def test_prune_keeps_the_latest_checkpoint_and_its_history(tmp_path: Path) -> No
     assert _turn(sqlite_saver(db), "q3", "a3") == ["q0", "a0", "q1", "a1", "q2", "a2", "q3", "a3"]
 
 
-def test_the_servers_aprune_is_ferrys_prune(tmp_path: Path) -> None:
+def test_the_servers_aprune_is_ferrys_prune(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = tmp_path / "s.db"
+    monkeypatch.setenv("FERRY_DB", str(db))
     for i in range(2):
         _turn(sqlite_saver(db), f"q{i}", f"a{i}")
 
     async def prune() -> None:
-        async with aiosqlite.connect(db) as conn:
-            for statement in OPENING_STATEMENTS:
-                await conn.execute(statement)
-            saver = AsyncFerrySaver(conn, serde=serializer())
-            await saver.setup()
+        async with checkpointer() as saver:
             await saver.aprune(["t"])
 
     asyncio.run(prune())
     assert len(list(sqlite_saver(db).list(CONFIG))) == 1
     assert _turn(sqlite_saver(db), "q2", "a2") == ["q0", "a0", "q1", "a1", "q2", "a2"]
+
+
+def test_the_server_continues_a_file_of_an_earlier_ferry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "old.db"
+    monkeypatch.setenv("FERRY_DB", str(db))
+    _turn(_OldFerrySaver(connect(db)), "q1", "a1")
+    model = ScriptedModel([answer("a2")])
+
+    async def continue_on_the_server() -> list[str]:
+        async with checkpointer() as saver:
+            graph = build_graph(model=model, tools=[], checkpointer=saver)
+            result = await graph.ainvoke({"messages": [("user", "q2")]}, CONFIG)
+            return [str(m.content) for m in result["messages"]]
+
+    assert asyncio.run(continue_on_the_server()) == ["q1", "a1", "q2", "a2"]
+    assert all(isinstance(v, str) for v in _versions(db))

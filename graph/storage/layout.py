@@ -1,0 +1,195 @@
+"""Ferry's SQLite tables for checkpoints and writes: small keys, one row per step and per task.
+
+LangGraph's tables repeat the thread id (often 36-42 characters) and two 36-character ids in
+every row, and a turn of Ferry's loop writes three dozen rows: on the bench's workload the
+keys alone outweighed the messages. Here a thread is a small integer (`ferry_threads`, rows
+never deleted, so a process may keep the number it once read), a UUID id is its 16 bytes,
+and a task's writes are one row, each write a record in it. Any other id is kept as text
+(it sorts before every UUID one).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import ormsgpack
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointMetadata, get_checkpoint_metadata
+
+from graph.storage.allowlist import StoredValueError
+from graph.storage.internals import SNAPSHOT_COUNTERS
+
+THREADS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS ferry_threads ("
+    "id INTEGER PRIMARY KEY, thread_id TEXT NOT NULL UNIQUE)"
+)
+STEPS_TABLE = """
+CREATE TABLE IF NOT EXISTS ferry_steps (
+    thread INTEGER NOT NULL,
+    ns TEXT NOT NULL,
+    id BLOB NOT NULL,
+    parent BLOB,
+    snapshot INTEGER NOT NULL,
+    type NOT NULL,
+    value BLOB NOT NULL,
+    metadata TEXT,
+    PRIMARY KEY (thread, ns, id)
+) WITHOUT ROWID"""
+"""A checkpoint: `value` holds [checkpoint, metadata] (the checkpoint without its id, which is
+the key), `type` its type tag (`code_of`); a row moved from LangGraph's table keeps its
+checkpoint as it was, its metadata as LangGraph's JSON in `metadata`. `snapshot` is 1 when
+the checkpoint holds the messages itself."""
+WRITES_TABLE = """
+CREATE TABLE IF NOT EXISTS ferry_writes (
+    thread INTEGER NOT NULL,
+    ns TEXT NOT NULL,
+    id BLOB NOT NULL,
+    task BLOB NOT NULL,
+    task_path TEXT NOT NULL,
+    records BLOB NOT NULL,
+    PRIMARY KEY (thread, ns, id, task)
+) WITHOUT ROWID"""
+"""A task's writes at a checkpoint: a msgpack array of `[idx, channel, type, value]`, at most
+one per `idx` (channel and type as `code_of` stores them)."""
+PARTS_TABLE = """
+CREATE TABLE IF NOT EXISTS ferry_parts (
+    thread INTEGER NOT NULL,
+    ns TEXT NOT NULL,
+    id BLOB NOT NULL,
+    prev BLOB,
+    first INTEGER NOT NULL,
+    end INTEGER NOT NULL,
+    type NOT NULL,
+    value BLOB NOT NULL,
+    PRIMARY KEY (thread, ns, id)
+) WITHOUT ROWID"""
+"""A part of a thread's messages (`graph.storage.parts`): the messages `first`..`end` of the
+history at step `id`, continuing the part at step `prev` (whose `end` is this one's `first`);
+a first part has no `prev` and `first` 0."""
+TABLES = (THREADS_TABLE, STEPS_TABLE, WRITES_TABLE, PARTS_TABLE)
+
+UNBOUNDED_CHANNEL = "messages"
+"""The delta channel whose history Ferry rebuilds itself (`graph.state`)."""
+
+Record = tuple[int, str, str, bytes]
+"""One write: idx, channel, the value's type tag and bytes."""
+
+NAMES = (
+    "null",
+    "msgpack",
+    "msgpack+zd1",
+    "ferry-msgs",
+    "ferry-msgs+zd1",
+    "msgpack+aes",
+    "msgpack+zd1+aes",
+    "ferry-msgs+aes",
+    "ferry-msgs+zd1+aes",
+    "messages",
+    "stop_reason",
+    "__start__",
+    "__pregel_tasks",
+    "branch:to:call_model",
+    "branch:to:check",
+    "branch:to:execute_tool",
+    "__error__",
+    "__interrupt__",
+    "__resume__",
+    "__scheduled__",
+    "__return__",
+    "msgpack+zd2",
+    "msgpack+zd2+aes",
+    "ferry-part",
+)
+"""The type tags and channel names a step writes most, stored as their index here (one byte
+instead of up to 18). Frozen: a name is only ever appended; any other is stored as text."""
+_CODES = {name: code for code, name in enumerate(NAMES)}
+
+
+def code_of(name: str) -> int | str:
+    """A type tag or channel name as stored."""
+    return _CODES.get(name, name)
+
+
+def name_of(stored: Any) -> str:
+    """The type tag or channel name a stored code stands for."""
+    if type(stored) is str:
+        return stored
+    if type(stored) is int and 0 <= stored < len(NAMES):
+        return NAMES[stored]
+    raise StoredValueError("a stored name is not one Ferry writes")
+
+
+def key_of(text: str) -> bytes | str:
+    """An id as stored: a UUID as its 16 bytes, anything else as it is."""
+    if len(text) == 36:
+        try:
+            parsed = uuid.UUID(text)
+        except ValueError:
+            return text
+        if str(parsed) == text:
+            return parsed.bytes
+    return text
+
+
+def text_of(key: Any) -> str:
+    """The id a stored key stands for."""
+    if isinstance(key, bytes) and len(key) == 16:
+        return str(uuid.UUID(bytes=key))
+    if isinstance(key, str):
+        return key
+    raise StoredValueError(f"a stored id of type {type(key).__name__} is not one Ferry writes")
+
+
+def stored_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
+    """A checkpoint's metadata as stored, without LangGraph's superstep bound on `messages`.
+
+    LangGraph snapshots a delta channel once the supersteps since its last snapshot reach 5000:
+    the whole history again, so storage would grow with the square of a thread. Ferry's reads
+    replay the steps' writes (`graph.storage.history`) instead, so that counter is stored as 0.
+    """
+    values: dict[str, Any] = dict(get_checkpoint_metadata(config, metadata))
+    counters = values.get(SNAPSHOT_COUNTERS)
+    if isinstance(counters, dict):
+        counted = counters.get(UNBOUNDED_CHANNEL)
+        if isinstance(counted, list | tuple) and len(counted) == 2:
+            values[SNAPSHOT_COUNTERS] = {**counters, UNBOUNDED_CHANNEL: [counted[0], 0]}
+    return values
+
+
+def legacy_metadata(text: str | bytes | None) -> dict[str, Any]:
+    """The metadata of a row moved from LangGraph's table: its JSON object."""
+    value = json.loads(text) if text else {}
+    if not isinstance(value, dict):
+        raise StoredValueError("stored metadata is not an object")
+    return value
+
+
+def packed(records: list[Record]) -> bytes:
+    """A task's records as stored: one msgpack array of them, names as codes."""
+    return ormsgpack.packb(
+        [
+            [idx, code_of(channel), code_of(type_tag), data]
+            for idx, channel, type_tag, data in records
+        ]
+    )
+
+
+def unpacked(blob: Any) -> list[Record]:
+    """A task's stored records; a malformed row is refused, never guessed at."""
+    try:
+        value = ormsgpack.unpackb(blob) if isinstance(blob, bytes) else None
+    except ormsgpack.MsgpackDecodeError:
+        value = None
+    if not isinstance(value, list):
+        raise StoredValueError("stored writes are not in Ferry's form")
+    records: list[Record] = []
+    for item in value:
+        if not (isinstance(item, list) and len(item) == 4):
+            raise StoredValueError("stored writes are not in Ferry's form")
+        idx, channel, type_tag, data = item
+        if not (type(idx) is int and type(data) is bytes):
+            raise StoredValueError("stored writes are not in Ferry's form")
+        records.append((idx, name_of(channel), name_of(type_tag), data))
+    return records

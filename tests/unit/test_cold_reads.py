@@ -1,0 +1,220 @@
+"""A new process reads a long thread from what is stored; a running one replays only the new.
+
+A step stores the messages it added; a read walks back to the nearest history it knows (one
+the saver remembers, one stored for the thread, or a snapshot) and replays the writes since
+(`graph.storage.history`). These tests check what a user would notice if that went wrong: a
+new process (`ferry history`, a restarted server) reading another history than the running
+one had, time travel or a fork picking up another branch's messages, rows of a thread left
+behind by prune or delete, or a running process replaying the whole thread at every step (its
+turns would slow down as the thread grows).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.tools import tool
+
+from graph import build_graph
+from graph.settings import Settings
+from graph.storage import FerrySaver, history, sqlite_saver
+from graph.storage.retention import prune_thread
+from tests.support.scripted import ScriptedModel, answer, tool_call
+from tests.support.stored import part_rows, step_values, write_records
+
+THREAD = "long"
+CONFIG: Any = {"configurable": {"thread_id": THREAD}}
+TURNS = 80
+PER_TURN = 4  # question, call, result, answer
+
+Head = tuple[Any, list[BaseMessage]]
+"""A turn's last checkpoint (its config) and the messages the turn ended with."""
+
+
+@tool
+def lookup(n: int) -> str:
+    """Look up record n.
+
+    Args:
+        n: the record number.
+    """
+    return f"record {n}: " + "lorem ipsum " * 20
+
+
+def _graph(saver: FerrySaver, turns: range = range(0)) -> Any:
+    steps: list[Any] = []
+    for turn in turns:
+        steps += [tool_call("lookup", n=turn), answer(f"answer {turn}")]
+    return build_graph(
+        model=ScriptedModel(steps), tools=[lookup], checkpointer=saver, settings=Settings()
+    )
+
+
+def _run(graph: Any, turns: range, config: Any = CONFIG) -> list[Head]:
+    """Play `turns`; each turn's head as the running process had it when the turn ended."""
+    heads = []
+    for turn in turns:
+        result = graph.invoke({"messages": [("user", f"question {turn}")]}, config)
+        head = graph.checkpointer.get_tuple(config)  # no read of the history: nothing remembered
+        heads.append((head.config, result["messages"]))
+    return heads
+
+
+def _cold(db: Path) -> Any:
+    """The graph of a new process on the file: a new saver, nothing remembered."""
+    return _graph(sqlite_saver(db))
+
+
+def _messages(graph: Any, config: Any = CONFIG) -> list[BaseMessage]:
+    return list(graph.get_state(config).values["messages"])
+
+
+def _described(messages: list[BaseMessage]) -> list[tuple[str, str | None, Any]]:
+    return [(m.type, m.id, m.content) for m in messages]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "ferry.db"
+
+
+@pytest.fixture
+def running(db: Path) -> Any:
+    """The graph of the process that grows the thread (a saver that remembers as it goes)."""
+    return _graph(sqlite_saver(db), range(TURNS + 1))
+
+
+@pytest.fixture
+def heads(running: Any) -> list[Head]:
+    """Each turn's head of a thread of TURNS turns, grown by `running`."""
+    return _run(running, range(TURNS))
+
+
+def test_a_new_process_rebuilds_the_history_the_running_one_had(
+    db: Path, running: Any, heads: list[Head]
+) -> None:
+    seen = heads[-1][1]
+    assert len(seen) == TURNS * PER_TURN
+    assert _messages(running) == seen
+    cold = _messages(_cold(db))
+    assert _described(cold) == _described(seen)  # order, types, ids and contents
+    assert cold == seen  # every field (tool calls, their ids)
+    # No step holds the messages themselves (LangGraph's snapshot: the history again).
+    saver = running.checkpointer
+    with closing(sqlite3.connect(db)) as conn:
+        values = [saver.serde.loads_typed(value) for value, _ in step_values(conn)]
+    assert len(values) > TURNS and all("messages" not in c["channel_values"] for c, _ in values)
+
+
+def test_time_travel_reads_what_was_there(db: Path, heads: list[Head]) -> None:
+    for turn in (1, 2, TURNS // 3, TURNS - 1):
+        config, seen = heads[turn - 1]
+        assert _messages(_cold(db), config) == seen, f"after turn {turn}"
+    # One process reading forwards (each read may start from the one before), then backwards.
+    cold = _cold(db)
+    for turn in (*range(1, TURNS, 7), *range(TURNS, 0, -9)):
+        config, seen = heads[turn - 1]
+        assert _messages(cold, config) == seen, f"after turn {turn}"
+    # Inside a turn: each step holds what the turn had by then (the answer last).
+    (start, before), (end, seen) = heads[TURNS // 2 - 1], heads[TURNS // 2]
+    within = [
+        list(state.values["messages"])
+        for state in _cold(db).get_state_history(CONFIG, before=end)
+        if state.config["configurable"]["checkpoint_id"] > start["configurable"]["checkpoint_id"]
+    ]
+    lengths = [len(m) for m in within]  # newest first
+    assert lengths == sorted(lengths, reverse=True)
+    assert set(lengths) == set(range(len(before), len(seen) + 1))
+    assert all(m == seen[: len(m)] for m in within)
+
+
+def test_a_fork_from_an_old_checkpoint_reads_only_its_own_branch(
+    db: Path, running: Any, heads: list[Head]
+) -> None:
+    fork_point, before = heads[TURNS // 3 - 1]
+    forker = _graph(running.checkpointer, range(1000, 1001))  # the running process forks
+    forker.invoke({"messages": [("user", "a different question")]}, fork_point)
+    for graph in (running, _cold(db)):
+        forked = _messages(graph)  # the fork's head is now the thread's newest checkpoint
+        assert forked[: len(before)] == before and len(forked) == len(before) + PER_TURN
+        assert forked[-PER_TURN].content == "a different question"
+        assert forked[-1].content == "answer 1000"
+        # The other branch's rows lie between the fork's steps; none of them is read.
+        assert f"question {TURNS // 3}" not in [m.content for m in forked]
+        original, seen = heads[-1]
+        assert _messages(graph, original) == seen  # the other branch still reads its own
+
+
+def test_an_edit_of_an_old_checkpoint_reads_only_its_own_branch(
+    db: Path, running: Any, heads: list[Head]
+) -> None:
+    """`update_state` on an old checkpoint (an edit in Studio) starts a branch there.
+
+    LangGraph stores the branch's whole history in the edit's checkpoint: a read must take it
+    from there, not from the steps' writes, whichever branch they are on.
+    """
+    at, before = heads[TURNS // 2 - 1]
+    edit = HumanMessage("an added note", id="note")
+    edited = running.update_state(at, {"messages": [edit]})
+    for graph in (running, _cold(db)):
+        assert _messages(graph, edited) == [*before, edit]
+        assert _messages(graph) == [*before, edit]  # the edit is the thread's newest
+        original, seen = heads[-1]
+        assert _messages(graph, original) == seen
+
+
+def test_prune_then_delete_leave_nothing_of_the_thread_behind(
+    db: Path, running: Any, heads: list[Head]
+) -> None:
+    other: Any = {"configurable": {"thread_id": "other"}}
+    other_heads = _run(_graph(running.checkpointer, range(2)), range(2), other)
+    other_steps = len(list(sqlite_saver(db).list(other)))
+    expected = heads[-1][1]
+    with closing(sqlite3.connect(db)) as conn:
+        assert part_rows(conn, THREAD), "a long thread keeps its messages in parts"
+
+    prune_thread(sqlite_saver(db), THREAD, keep=3)  # `ferry prune`, from another process
+    kept = list(sqlite_saver(db).list(CONFIG))
+    with closing(sqlite3.connect(db)) as conn:
+        assert len(kept) == 3 and len(step_values(conn)) == 3 + other_steps
+        # The only writes left are the pending writes of the kept steps.
+        assert len(write_records(conn, THREAD)) == sum(len(t.pending_writes or []) for t in kept)
+        # The oldest kept step holds the whole history; the kept writes own their values again.
+        assert part_rows(conn, THREAD) == []
+        assert all(record[2] != "ferry-part" for _, record in write_records(conn, THREAD))
+    assert _messages(_cold(db)) == expected and _messages(running) == expected
+
+    sqlite_saver(db).delete_thread(THREAD)
+    with closing(sqlite3.connect(db)) as conn:
+        assert write_records(conn, THREAD) == [] and len(step_values(conn)) == other_steps
+        assert part_rows(conn, THREAD) == []
+    assert _cold(db).get_state(CONFIG).values == {}
+    assert running.get_state(CONFIG).values == {}  # what it remembered is of no checkpoint now
+    assert _messages(_cold(db), other) == other_heads[-1][1]
+
+
+def test_a_running_saver_replays_only_a_steps_new_writes(
+    db: Path, running: Any, heads: list[Head], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Structural, not timed: the writes each read of a turn replays are counted."""
+    replayed: list[int] = []
+    message_writes = history._message_writes
+
+    def counted(*args: Any) -> list[Any]:
+        writes = message_writes(*args)
+        replayed.append(len(writes))
+        return writes
+
+    monkeypatch.setattr(history, "_message_writes", counted)
+    [(head, seen)] = _run(running, range(TURNS, TURNS + 1))
+    assert len(seen) == (TURNS + 1) * PER_TURN
+    # Each read starts from the history remembered at the step before: all of them together
+    # replay the turn's messages, not the thread's.
+    assert 0 < sum(replayed) <= PER_TURN, replayed
+    assert _messages(running) == seen
+    assert (THREAD, "", head["configurable"]["checkpoint_id"]) in running.checkpointer._histories
