@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from langchain_core.messages import BaseMessage
-from langgraph.checkpoint.base import writes_sort_key
 
 from graph.storage import parts
 from graph.storage.internals import DeltaChannelHistory, DeltaSnapshot
@@ -125,34 +124,10 @@ def replay(
 def _message_writes(
     cur: sqlite3.Cursor, resolver: parts.Resolver, number: int, namespace: str, chain: list[Any]
 ) -> list[Any]:
-    """The `messages` writes at the checkpoints in `chain`, oldest first, decoded.
-
-    One range of the primary key holds them all: the rows between the chain's smallest and
-    largest ids (a branch forked off the chain may have rows in between; they are left out).
-    Within a step they are in LangGraph's order (`writes_sort_key`).
-    """
-    select = "SELECT id, task, task_path, records FROM ferry_writes WHERE thread = ? AND ns = ?"
-    if len({type(step) for step in chain}) == 1:  # ids of one kind: they compare
-        cur.execute(f"{select} AND id BETWEEN ? AND ?", (number, namespace, min(chain), max(chain)))
-    else:
-        cur.execute(select, (number, namespace))
-    by_step: dict[Any, list[tuple[Any, ...]]] = {step: [] for step in chain}
-    for step, task, task_path, records in cur:
-        found = by_step.get(step)
-        if found is None:
-            continue
-        for idx, channel, type_tag, value in unpacked(records):
-            if channel == UNBOUNDED_CHANNEL:
-                found.append((task_path, task, idx, type_tag, value))
-    writes: list[Any] = []
-    for step in reversed(chain):
-        found = by_step[step]
-        if len(found) > 1:
-            found.sort(key=lambda w: writes_sort_key(w[0], _sortable(w[1]), w[2]))
-        writes.extend((task, UNBOUNDED_CHANNEL, resolver.value(t, v)) for _, task, _, t, v in found)
-    return writes
-
-
-def _sortable(task: Any) -> str:
-    """A stored task key in the order of its id (a UUID's bytes order as its text does)."""
-    return task.hex() if isinstance(task, bytes) else str(task)
+    """The `messages` writes at the checkpoints in `chain`, oldest first, decoded."""
+    return [
+        (task, UNBOUNDED_CHANNEL, resolver.value(type_tag, value))
+        for _, task, _, records in parts.writes_at(cur, number, namespace, chain)
+        for _, channel, type_tag, value in unpacked(records)
+        if channel == UNBOUNDED_CHANNEL
+    ]

@@ -168,7 +168,7 @@ def compact(
     first = parts[prev].end if prev is not None else 0
     refs = None
     if not stopped_at_snapshot:  # before a snapshot nothing is replayed: no writes to point in
-        rows = _writes(cur, number, namespace, steps) if steps else []
+        rows = writes_at(cur, number, namespace, steps) if steps else []
         refs = _references(Resolver(cur, serde, number, namespace), rows, messages, first, target)
     if refs is None:  # not appends in order: the part holds the whole history
         prev, first, refs = None, 0, {}
@@ -188,18 +188,22 @@ def compact(
     return len(messages)
 
 
-def _writes(
+def writes_at(
     cur: sqlite3.Cursor, number: int, namespace: str, steps: list[Any]
 ) -> list[tuple[Any, ...]]:
-    """The writes at `steps`, oldest step first and in LangGraph's order within a step."""
-    marks = ",".join("?" * len(steps))
-    cur.execute(
-        "SELECT id, task, task_path, records FROM ferry_writes "
-        f"WHERE thread = ? AND ns = ? AND id IN ({marks})",
-        (number, namespace, *steps),
-    )
+    """The write rows at `steps`, oldest step first, each step's in LangGraph's order.
+
+    Rows hold their records in index order, so this is `writes_sort_key`'s order throughout.
+
+    They are read as one range of the primary key (a fork's rows in it are left out).
+    """
+    select = "SELECT id, task, task_path, records FROM ferry_writes WHERE thread = ? AND ns = ?"
+    if len({type(step) for step in steps}) == 1:  # ids of one kind: they compare
+        cur.execute(f"{select} AND id BETWEEN ? AND ?", (number, namespace, min(steps), max(steps)))
+    else:
+        cur.execute(select, (number, namespace))
     order = {step: i for i, step in enumerate(reversed(steps))}
-    rows = cur.fetchall()
+    rows = [row for row in cur.fetchall() if row[0] in order]
     rows.sort(key=lambda r: (order[r[0]], r[2], r[1].hex() if isinstance(r[1], bytes) else r[1]))
     return rows
 
