@@ -127,3 +127,13 @@ def test_the_registry_names_are_the_tools_whatever_is_imported_first(
         "read_file",
         "get_datetime",
     ]
+
+
+def test_a_database_not_made_yet_lists_nothing_and_is_not_made(tmp_path: Path) -> None:
+    missing = tmp_path / "not-yet.db"
+
+    threads, imported = _listed(missing, tmp_path)
+
+    assert threads == []
+    assert not missing.exists()
+    assert [m for m in imported if m.split(".")[0] in HEAVY] == []
