@@ -3,9 +3,10 @@
 LangGraph's Postgres saver replays a thread's writes back to its last snapshot, which for a
 long thread is its start. As in SQLite (`graph.storage.history`), Ferry walks a checkpoint's
 ancestors only back to the nearest one whose history it knows: one this process rebuilt (kept
-in memory), the thread's saved history (`ferry_histories`, extended by parts as SQLite's is,
-`graph.storage.saved_parts`), or a snapshot LangGraph took; then it replays the writes since.
-What is rebuilt, kept and saved follows `FerrySaver`'s rules, with its constants.
+in memory), the thread's saved history (`ferry_histories`, a base copy extended by parts of at
+least `PART` messages in `ferry_history_parts`), or a snapshot LangGraph took; then it replays
+the writes since. In LangGraph's tables the saved history is a copy beside the writes (SQLite's
+own layout stores each message once, `graph.storage.parts`).
 
 The reads and writes are written once, as generators of queries (`Steps`) that the sync and
 the async saver each run on their own cursor (`graph.storage.pg_kept`).
@@ -40,10 +41,11 @@ from graph.storage.pg_history_sql import (
     VALUES,
     WRITES,
 )
-from graph.storage.saved_parts import PART, extends
 from graph.storage.sqlite import _CACHED_HISTORIES
 
 T = TypeVar("T")
+PART = 32
+"""Messages a part holds at least: a cold read replays fewer than this."""
 _SAVE_FROM = 200  # messages; a shorter history replays in a few milliseconds
 _SAVE_GROWTH = 1.5  # a new base once the history is half again what is saved (parts aside)
 Thread = tuple[str, str]
@@ -288,3 +290,10 @@ def folded(entry: DeltaChannelHistory) -> list[Any] | None:
 def worth_saving(messages: list[Any], saved_length: int) -> bool:
     """Whether a history has grown enough since the saved one to be saved in its place."""
     return bool(len(messages) >= max(_SAVE_FROM, _SAVE_GROWTH * saved_length))
+
+
+def extends(messages: Sequence[Any], saved: Sequence[Any]) -> bool:
+    """Whether `messages` begins with exactly the `saved` ones (the same objects, or equal)."""
+    if len(messages) < len(saved):
+        return False
+    return all(a is b or a == b for a, b in zip(messages, saved, strict=False))

@@ -1,7 +1,7 @@
 """The statements behind Postgres's saved histories and rebuilds (`graph.storage.pg_history`).
 
-The tables mirror SQLite's (`graph.storage.sqlite_schema`, `graph.storage.saved_parts`): one
-saved history per thread and namespace (its base), and the parts that extend it since.
+Ferry's tables beside LangGraph's: one saved history per thread and namespace (its base), and
+the parts that extend it since.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Postgres extends a thread's saved history by parts, as SQLite does, never copying it again.
 
-A new process then replays fewer than `saved_parts.PART` messages' writes after the newest
+A new process then replays fewer than `pg_history.PART` messages' writes after the newest
 part; what it reads is what replaying every write gives, from the sync saver and the server's.
 A part that does not fit the base is passed over, a fork appends none, a delete leaves none.
 """
@@ -20,8 +20,8 @@ from langgraph.checkpoint.postgres import PostgresSaver
 import graph.storage.pg_history as pg
 from graph.state import fold_messages
 from graph.storage.internals import snapshot_value
+from graph.storage.pg_history import PART
 from graph.storage.postgres import async_postgres_saver, open_postgres_saver
-from graph.storage.saved_parts import PART
 from tests.support.pgserver import PostgresServer
 from tests.support.scripted import ScriptedModel, answer, tool_call
 
