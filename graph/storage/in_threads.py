@@ -1,7 +1,8 @@
 """The async side of a sync saver: each call runs the sync one in a worker thread.
 
 `FerrySaver` already serialises its connection with its lock, so this is all `ainvoke`,
-`astream` and `aget_state` need, and the event loop never waits on SQLite.
+`astream`, `aget_state` and the LangGraph server (`graph.server.checkpointer`) need, and the
+event loop never waits on SQLite.
 """
 
 from __future__ import annotations
