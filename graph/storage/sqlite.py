@@ -98,6 +98,12 @@ class FerrySaver(
         self._histories_lock = threading.Lock()
         # Per (thread, namespace): the length of the history at the newest part known here.
         self._part_ends: dict[tuple[str, str], int] = {}
+        # The `messages` writes at each recent checkpoint this process put (so every write at
+        # it was put here too), as given: the next checkpoint's history is then its parent's
+        # plus these, with nothing read back. A checkpoint another process put (a run resumed
+        # after a crash, whose writes were partly stored before) is read from the file.
+        self._step_writes: OrderedDict[history.Key, builtins.list[Any]] = OrderedDict()
+        self._put_here: OrderedDict[history.Key, None] = OrderedDict()
 
     def setup(self) -> None:
         """Create Ferry's tables and move any rows of LangGraph's into them, once."""
@@ -145,18 +151,26 @@ class FerrySaver(
                     self.conn.commit()
                 cur.close()
 
-    def _thread_number(self, cur: sqlite3.Cursor, thread_id: str, *, create: bool) -> int | None:
-        """The number a thread's rows are stored under; None if it has none (and not `create`)."""
+    def _thread_number(self, cur: sqlite3.Cursor, thread_id: str) -> int | None:
+        """The number a thread's rows are stored under; None if it has none."""
         if (number := self._threads.get(thread_id)) is not None:
             return number
-        if create:
-            cur.execute("INSERT OR IGNORE INTO ferry_threads (thread_id) VALUES (?)", (thread_id,))
         cur.execute("SELECT id FROM ferry_threads WHERE thread_id = ?", (thread_id,))
         row = cur.fetchone()
         if row is None:
             return None
         self._threads[thread_id] = int(row[0])
         return int(row[0])
+
+    def _numbered(self, cur: sqlite3.Cursor, thread_id: str) -> int:
+        """The number a thread's rows are stored under, given one if it has none yet."""
+        if (number := self._thread_number(cur, thread_id)) is not None:
+            return number
+        cur.execute("INSERT OR IGNORE INTO ferry_threads (thread_id) VALUES (?)", (thread_id,))
+        number = self._thread_number(cur, thread_id)
+        if number is None:
+            raise sqlite3.DatabaseError(f"thread {thread_id}: not numbered in ferry_threads")
+        return number
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -165,7 +179,7 @@ class FerrySaver(
         thread_id = str(config["configurable"]["thread_id"])
         namespace = config["configurable"].get("checkpoint_ns", "")
         with self.cursor(transaction=False) as cur, naming_thread(config):
-            number = self._thread_number(cur, thread_id, create=False)
+            number = self._thread_number(cur, thread_id)
             if number is None:
                 return None
             if checkpoint_id := get_checkpoint_id(config):
@@ -192,7 +206,7 @@ class FerrySaver(
         configurable = (config or {}).get("configurable", {})
         with self.cursor(transaction=False) as cur:
             if "thread_id" in configurable:
-                number = self._thread_number(cur, str(configurable["thread_id"]), create=False)
+                number = self._thread_number(cur, str(configurable["thread_id"]))
                 if number is None:
                     return
                 where.append("s.thread = ?")
@@ -305,16 +319,39 @@ class FerrySaver(
             }
         }
         with self.cursor() as cur:
-            number = self._thread_number(cur, thread_id, create=True)
+            number = self._numbered(cur, thread_id)
             cur.execute(
                 _PUT_STEP,
                 (number, namespace, key_of(checkpoint["id"]), parent and key_of(parent), snapshot,
                  layout.code_of(type_tag), value),
             )  # fmt: skip
-            # In the same transaction: one commit a step. Its reads are of the parent's history,
-            # which this process normally holds already (it just ran the step).
+            if parent and UNBOUNDED_CHANNEL not in checkpoint["channel_values"]:
+                self._fold_in_memory(number, (thread_id, namespace, parent), checkpoint["id"])
+            with self._histories_lock:  # a checkpoint of this process: its writes are seen here
+                self._put_here[(thread_id, namespace, checkpoint["id"])] = None
+                while len(self._put_here) > _CACHED_HISTORIES:
+                    self._put_here.popitem(last=False)
+            # In the same transaction: one commit a step. It reads the new checkpoint's
+            # history, which `_fold_in_memory` has normally just made.
             self.alongside_put(saved, checkpoint)
         return saved
+
+    def _fold_in_memory(self, number: int, parent: history.Key, checkpoint_id: str) -> None:
+        """Remember a new checkpoint's history: its parent's, with the writes put at it here."""
+        known = self._remembered(parent)
+        with self._histories_lock:
+            writes = self._step_writes.pop(parent, [])
+            ours = parent in self._put_here
+        if known is None or not ours:
+            return  # read back from the file when asked for
+        writes.sort(key=lambda w: writes_sort_key(*w[:3]))
+        values = [value for *_, value in writes]
+        if any(isinstance(v, Overwrite) for v in values) or not history.are_messages([], values):
+            return  # not Ferry's messages: LangGraph's generic rebuild, from the file
+        key = (*parent[:2], checkpoint_id)
+        messages = fold_messages(known, values)
+        self._remember(key, messages)
+        self._keep_parts(number, key, messages)
 
     def put_writes(
         self,
@@ -335,7 +372,7 @@ class FerrySaver(
             for idx, (channel, value) in enumerate(writes)
         ]
         with self.cursor() as cur:
-            number = self._thread_number(cur, str(configurable["thread_id"]), create=True)
+            number = self._numbered(cur, str(configurable["thread_id"]))
             key = (
                 number,
                 configurable.get("checkpoint_ns", ""),
@@ -347,7 +384,9 @@ class FerrySaver(
                 (*key, task_path, layout.packed(_merged([], new, replace))),
             )
             if cur.rowcount == 1:
+                self._keep_step_writes(config, task_id, task_path, writes)
                 return
+            self._forget_step_writes(config)  # written before: the file has the whole story
             cur.execute(
                 "SELECT records FROM ferry_writes "
                 "WHERE thread = ? AND ns = ? AND id = ? AND task = ?",
@@ -359,6 +398,36 @@ class FerrySaver(
                 "WHERE thread = ? AND ns = ? AND id = ? AND task = ?",
                 (task_path, layout.packed(_merged(stored, new, replace)), *key),
             )
+
+    def _step_key(self, config: RunnableConfig) -> history.Key:
+        configurable = config["configurable"]
+        return (
+            str(configurable["thread_id"]),
+            configurable.get("checkpoint_ns", ""),
+            str(configurable["checkpoint_id"]),
+        )
+
+    def _keep_step_writes(
+        self, config: RunnableConfig, task_id: str, task_path: str, writes: Sequence[Any]
+    ) -> None:
+        """Keep a task's `messages` writes at a checkpoint, for `_fold_in_memory`."""
+        step = self._step_key(config)
+        found = [
+            (task_path, task_id, idx, value)
+            for idx, (channel, value) in enumerate(writes)
+            if channel == UNBOUNDED_CHANNEL
+        ]
+        with self._histories_lock:
+            self._step_writes.setdefault(step, []).extend(found)
+            self._step_writes.move_to_end(step)
+            while len(self._step_writes) > _CACHED_HISTORIES:
+                self._step_writes.popitem(last=False)
+
+    def _forget_step_writes(self, config: RunnableConfig) -> None:
+        """A checkpoint whose writes are not all known here: its child reads them back."""
+        with self._histories_lock:
+            self._step_writes.pop(self._step_key(config), None)
+            self._put_here.pop(self._step_key(config), None)
 
     def first_start(self, thread_id: str, tool_call_id: str) -> bool:
         """Record that a call is starting; False if it had started before."""
@@ -388,7 +457,7 @@ class FerrySaver(
         """Delete a thread's checkpoints, writes and Ferry's rows, and forget its histories."""
         thread_id = str(thread_id)
         with self.cursor() as cur:
-            number = self._thread_number(cur, thread_id, create=False)
+            number = self._thread_number(cur, thread_id)
             if number is not None:  # its number stays: another process may still hold it
                 cur.execute("DELETE FROM ferry_steps WHERE thread = ?", (number,))
                 cur.execute("DELETE FROM ferry_writes WHERE thread = ?", (number,))
@@ -415,7 +484,7 @@ class FerrySaver(
     def namespaces(self, thread_id: str) -> builtins.list[str]:
         """The checkpoint namespaces a thread has checkpoints in."""
         with self.cursor(transaction=False) as cur:
-            number = self._thread_number(cur, thread_id, create=False)
+            number = self._thread_number(cur, thread_id)
             if number is None:
                 return []
             cur.execute("SELECT DISTINCT ns FROM ferry_steps WHERE thread = ?", (number,))
@@ -431,7 +500,7 @@ class FerrySaver(
         keys = [key_of(checkpoint_id) for checkpoint_id in kept]
         marks = ",".join("?" * len(keys))
         with self.cursor() as cur:
-            number = self._thread_number(cur, thread_id, create=False)
+            number = self._thread_number(cur, thread_id)
             if number is None:
                 return 0
             cur.execute(f"{_STEP} AND id = ?", (number, namespace, keys[-1]))
@@ -458,6 +527,13 @@ class FerrySaver(
         return removed
 
     # -- the messages' history -------------------------------------------------------------
+
+    def remembered_history(self, config: RunnableConfig) -> builtins.list[Any] | None:
+        """The messages at the checkpoint `config` names, if this process holds them.
+
+        The list is the one held: not to be changed.
+        """
+        return self._remembered(self._step_key(config))
 
     def _remembered(self, key: history.Key) -> builtins.list[Any] | None:
         value = self._histories.get(key)  # a plain read is safe without the lock
@@ -510,7 +586,7 @@ class FerrySaver(
             return None
 
         with self.cursor(transaction=False) as cur, collection_paused():
-            number = self._thread_number(cur, thread_id, create=False)
+            number = self._thread_number(cur, thread_id)
             if number is None:
                 return {"messages": {"writes": []}}
             replayed = history.replay(

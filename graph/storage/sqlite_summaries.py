@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import Checkpoint
 
 from graph.storage.layout import key_of
 from graph.storage.summaries import LISTING_SQLITE, SAVE_SQLITE, Row
-from graph.storage.threads import summary_after_put
+from graph.storage.threads import row_from, summary_after_put
 
 log = logging.getLogger("ferry.saver")
 
@@ -31,9 +31,20 @@ class SummarisesThreads:
         """The saver's cursor (see `FerrySaver.cursor`)."""
         raise NotImplementedError
 
+    def remembered_history(self, config: RunnableConfig) -> list[Any] | None:
+        """The messages at the checkpoint `config` names, if the saver holds them."""
+        raise NotImplementedError
+
     def alongside_put(self, saved: RunnableConfig, checkpoint: Checkpoint) -> None:
         """Write the thread's summary row (main namespace), as its checkpoint was put."""
-        if (row := summary_after_put(self, saved, checkpoint)) is not None:  # type: ignore[arg-type]  # mixed into a saver
+        if saved["configurable"].get("checkpoint_ns"):
+            return
+        known = self.remembered_history(saved)
+        if known is not None:  # the usual case: nothing to read, nothing to copy
+            row: Row | None = row_from(self.serde, saved, checkpoint, known)  # type: ignore[attr-defined]  # mixed into a saver
+        else:
+            row = summary_after_put(self, saved, checkpoint)  # type: ignore[arg-type]  # mixed into a saver
+        if row is not None:
             self.save_summary(row)
 
     def thread_summaries(self) -> list[tuple[Any, ...]]:

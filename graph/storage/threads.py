@@ -139,9 +139,16 @@ def summary_row(saver: ReadsHistories, config: RunnableConfig, checkpoint: Check
     from langgraph.checkpoint.base import CheckpointTuple
 
     messages = stored_messages(saver, CheckpointTuple(config, checkpoint, {}))
+    return row_from(saver.serde, config, checkpoint, messages)
+
+
+def row_from(
+    serde: Any, config: RunnableConfig, checkpoint: Checkpoint, messages: list[Any]
+) -> Row:
+    """A thread's summary row, given its messages at the checkpoint `config` names."""
     configurable = config["configurable"]
     thread_id, checkpoint_id = str(configurable["thread_id"]), configurable["checkpoint_id"]
-    title, title_type = _sealed(saver.serde, title_of(messages))
+    title, title_type = _sealed(serde, title_of(messages))
     return (thread_id, checkpoint_id, checkpoint["ts"], len(messages), title, title_type)
 
 
