@@ -318,6 +318,10 @@ class FerrySaver(
                 "checkpoint_id": checkpoint["id"],
             }
         }
+        key = (thread_id, namespace, checkpoint["id"])
+        held = None
+        if parent and UNBOUNDED_CHANNEL not in checkpoint["channel_values"]:
+            held = self._fold_in_memory((thread_id, namespace, parent), key)  # outside the lock
         with self.cursor() as cur:
             number = self._numbered(cur, thread_id)
             cur.execute(
@@ -325,33 +329,32 @@ class FerrySaver(
                 (number, namespace, key_of(checkpoint["id"]), parent and key_of(parent), snapshot,
                  layout.code_of(type_tag), value),
             )  # fmt: skip
-            if parent and UNBOUNDED_CHANNEL not in checkpoint["channel_values"]:
-                self._fold_in_memory(number, (thread_id, namespace, parent), checkpoint["id"])
             with self._histories_lock:  # a checkpoint of this process: its writes are seen here
-                self._put_here[(thread_id, namespace, checkpoint["id"])] = None
+                self._put_here[key] = None
                 while len(self._put_here) > _CACHED_HISTORIES:
                     self._put_here.popitem(last=False)
             # In the same transaction: one commit a step. It reads the new checkpoint's
             # history, which `_fold_in_memory` has normally just made.
             self.alongside_put(saved, checkpoint)
+        if held is not None:  # after the commit: the file's write lock is not held meanwhile
+            self._keep_parts(number, key, held)
         return saved
 
-    def _fold_in_memory(self, number: int, parent: history.Key, checkpoint_id: str) -> None:
+    def _fold_in_memory(self, parent: history.Key, key: history.Key) -> builtins.list[Any] | None:
         """Remember a new checkpoint's history: its parent's, with the writes put at it here."""
         known = self._remembered(parent)
         with self._histories_lock:
             writes = self._step_writes.pop(parent, [])
             ours = parent in self._put_here
         if known is None or not ours:
-            return  # read back from the file when asked for
+            return None  # read back from the file when asked for
         writes.sort(key=lambda w: writes_sort_key(*w[:3]))
         values = [value for *_, value in writes]
         if any(isinstance(v, Overwrite) for v in values) or not history.are_messages([], values):
-            return  # not Ferry's messages: LangGraph's generic rebuild, from the file
-        key = (*parent[:2], checkpoint_id)
+            return None  # not Ferry's messages: LangGraph's generic rebuild, from the file
         messages = fold_messages(known, values)
         self._remember(key, messages)
-        self._keep_parts(number, key, messages)
+        return messages
 
     def put_writes(
         self,
