@@ -9,7 +9,8 @@ writes since. `graph.storage.sqlite.FerrySaver` calls `replay` and keeps what it
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
+from contextlib import closing
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -59,19 +60,28 @@ def _message_like(item: Any) -> bool:
 
 def ancestors(
     cur: sqlite3.Cursor, number: int, namespace: str, target: Any
-) -> Iterator[tuple[Any, int]]:
-    """A step's ancestors, nearest first, each with its snapshot flag (on a cursor of its own)."""
+) -> Generator[tuple[Any, int], None, None]:
+    """A step's ancestors, nearest first, each with its snapshot flag.
+
+    They are read on a cursor of their own, closed when the walk is: close a walk left
+    unfinished before writing on the connection.
+    """
     walk = cur.connection.cursor()
-    walk.execute(CHAIN_SQL, (number, namespace, target, number, namespace))
-    walked: set[Any] = set()
-    for step, snapshot in walk:
-        if not walked:
-            walked.add(step)  # the first row is the target itself
-            continue
-        if step in walked:
-            return  # a re-put checkpoint made the chain loop
-        walked.add(step)
-        yield step, snapshot
+    try:
+        walk.execute(CHAIN_SQL, (number, namespace, target, number, namespace))
+        walked: set[Any] = set()
+        for step, snapshot in walk:
+            if not walked:
+                walked.add(step)  # the first row is the target itself
+                continue
+            if step in walked:
+                return  # a re-put checkpoint made the chain loop
+            walked.add(step)
+            yield step, snapshot
+    finally:
+        # An open statement holds its read snapshot: a write on the connection after another
+        # process committed would then fail at once ("database is locked"), not wait its turn.
+        walk.close()
 
 
 def replay(
@@ -93,26 +103,27 @@ def replay(
     chain: list[Any] = []
     seed: Any = None
     known: parts.Index | None = None  # read once the walk gets past what this process holds
-    for step, snapshot in ancestors(cur, number, namespace, target):
-        seed = remembered(step)
-        if seed is None and known is None:
-            known = parts.index(cur, number, namespace)
-            if target in known:
-                history = parts.history_at(cur, serde, number, namespace, target, known)
-                return {"writes": [], "seed": history}
-        chain.append(step)
-        if seed is None and known is not None and step in known:
-            seed = parts.history_at(cur, serde, number, namespace, step, known)
-        if seed is None and snapshot:
-            cur.execute(
-                "SELECT type, value, metadata FROM ferry_steps "
-                "WHERE thread = ? AND ns = ? AND id = ?",
-                (number, namespace, step),
-            )
-            checkpoint, _ = step_values(*cur.fetchone())
-            seed = checkpoint.get("channel_values", {}).get(UNBOUNDED_CHANNEL)
-        if seed is not None:
-            break
+    with closing(ancestors(cur, number, namespace, target)) as walk:
+        for step, snapshot in walk:
+            seed = remembered(step)
+            if seed is None and known is None:
+                known = parts.index(cur, number, namespace)
+                if target in known:
+                    history = parts.history_at(cur, serde, number, namespace, target, known)
+                    return {"writes": [], "seed": history}
+            chain.append(step)
+            if seed is None and known is not None and step in known:
+                seed = parts.history_at(cur, serde, number, namespace, step, known)
+            if seed is None and snapshot:
+                cur.execute(
+                    "SELECT type, value, metadata FROM ferry_steps "
+                    "WHERE thread = ? AND ns = ? AND id = ?",
+                    (number, namespace, step),
+                )
+                checkpoint, _ = step_values(*cur.fetchone())
+                seed = checkpoint.get("channel_values", {}).get(UNBOUNDED_CHANNEL)
+            if seed is not None:
+                break
     resolver = parts.Resolver(cur, serde, number, namespace)
     writes = _message_writes(cur, resolver, number, namespace, chain) if chain else []
     entry: DeltaChannelHistory = {"writes": writes}

@@ -18,7 +18,8 @@ before it keep their values.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Generator
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,7 +148,7 @@ def compact(
     thread: tuple[int, str],
     target: Any,
     messages: list[Any],
-    walk: Iterator[tuple[Any, int]],
+    walk: Generator[tuple[Any, int], None, None],
 ) -> int:
     """Store the history at step `target` as a part; return the history's length there.
 
@@ -159,11 +160,12 @@ def compact(
     parts = index(cur, number, namespace)
     steps: list[Any] = []
     stopped_at_snapshot = False
-    for step, snapshot in walk:
-        steps.append(step)
-        if step in parts or snapshot:
-            stopped_at_snapshot = step not in parts
-            break
+    with closing(walk):
+        for step, snapshot in walk:
+            steps.append(step)
+            if step in parts or snapshot:
+                stopped_at_snapshot = step not in parts
+                break
     prev = steps[-1] if steps and steps[-1] in parts else None
     first = parts[prev].end if prev is not None else 0
     refs = None

@@ -151,6 +151,16 @@ class FerrySaver(
                     self.conn.commit()
                 cur.close()
 
+    def _begin_writing(self, cur: sqlite3.Cursor) -> None:
+        """Take the file's write lock before a transaction that reads, then writes.
+
+        Its reads then see what it writes over; a transaction that read first and wrote later
+        would fail at once if another process had committed in between ("database is locked",
+        which the busy timeout does not wait out).
+        """
+        if not self.conn.in_transaction:
+            cur.execute("BEGIN IMMEDIATE")
+
     def _thread_number(self, cur: sqlite3.Cursor, thread_id: str) -> int | None:
         """The number a thread's rows are stored under; None if it has none."""
         if (number := self._threads.get(thread_id)) is not None:
@@ -503,6 +513,7 @@ class FerrySaver(
         keys = [key_of(checkpoint_id) for checkpoint_id in kept]
         marks = ",".join("?" * len(keys))
         with self.cursor() as cur:
+            self._begin_writing(cur)
             number = self._thread_number(cur, thread_id)
             if number is None:
                 return 0
@@ -626,6 +637,7 @@ class FerrySaver(
         target = key_of(key[2])
         try:
             with self.cursor() as cur, collection_paused():
+                self._begin_writing(cur)
                 walk = history.ancestors(cur, number, thread[1], target)
                 self._part_ends[thread] = parts.compact(
                     cur, self.serde, (number, thread[1]), target, messages, walk
