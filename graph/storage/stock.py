@@ -27,7 +27,7 @@ from graph.settings import Settings
 
 log = logging.getLogger("ferry.saver")
 COST = (
-    "about 4× the messages' bytes at 80 turns (Ferry's saver: 1.2×), slower model calls "
+    "about 4× the messages' bytes at 80 turns (Ferry's saver: 1.3×), slower model calls "
     "(34 vs 30 ms) and 128 ms per get_state at 320 turns (bench/README.md)"
 )
 """What a stock saver costs a Ferry thread, as the bench measured it."""
