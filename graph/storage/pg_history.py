@@ -23,6 +23,7 @@ from typing import Any, Literal, TypeVar
 from langgraph.types import Overwrite
 
 from graph.state import fold_messages
+from graph.storage.held import HELD as _CACHED_HISTORIES
 from graph.storage.history import Key as Key
 from graph.storage.history import are_messages
 from graph.storage.internals import (
@@ -41,7 +42,6 @@ from graph.storage.pg_history_sql import (
     VALUES,
     WRITES,
 )
-from graph.storage.sqlite import _CACHED_HISTORIES
 
 T = TypeVar("T")
 PART = 32

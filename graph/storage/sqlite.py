@@ -13,7 +13,6 @@ import builtins
 import logging
 import sqlite3
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,6 +36,7 @@ from langgraph.types import Overwrite
 from graph.state import fold_messages
 from graph.storage import history, layout, migration, parts
 from graph.storage.allowlist import NamesThreadOnRefusal, StoredValueError, naming_thread
+from graph.storage.held import HeldHistories
 from graph.storage.in_threads import AsyncInThreads
 from graph.storage.internals import DeltaChannelHistory, snapshot_value
 from graph.storage.layout import UNBOUNDED_CHANNEL, Record, key_of, text_of
@@ -52,7 +52,6 @@ from graph.storage.sqlite_summaries import SummarisesThreads
 from graph.storage.versions import CompactVersions
 
 log = logging.getLogger("ferry.saver")
-_CACHED_HISTORIES = 128
 _STEP = "SELECT id, parent, type, value, metadata FROM ferry_steps WHERE thread = ? AND ns = ?"
 _PUT_STEP = "INSERT OR REPLACE INTO ferry_steps VALUES (?, ?, ?, ?, ?, ?, ?, NULL)"
 _WRITES = "SELECT task, task_path, records FROM ferry_writes WHERE thread = ? AND ns = ? AND id = ?"
@@ -94,16 +93,9 @@ class FerrySaver(
         self._cursor_thread: int | None = None  # the thread inside `cursor`, while one is
         self._outer_commits = False  # whether that outermost cursor commits when it closes
         self._threads: dict[str, int] = {}  # thread id → its number (numbers never change)
-        self._histories: OrderedDict[history.Key, list[Any]] = OrderedDict()
-        self._histories_lock = threading.Lock()
+        self._held = HeldHistories()
         # Per (thread, namespace): the length of the history at the newest part known here.
         self._part_ends: dict[tuple[str, str], int] = {}
-        # The `messages` writes at each recent checkpoint this process put (so every write at
-        # it was put here too), as given: the next checkpoint's history is then its parent's
-        # plus these, with nothing read back. A checkpoint another process put (a run resumed
-        # after a crash, whose writes were partly stored before) is read from the file.
-        self._step_writes: OrderedDict[history.Key, builtins.list[Any]] = OrderedDict()
-        self._put_here: OrderedDict[history.Key, None] = OrderedDict()
 
     def setup(self) -> None:
         """Create Ferry's tables and move any rows of LangGraph's into them, once."""
@@ -331,7 +323,7 @@ class FerrySaver(
         key = (thread_id, namespace, checkpoint["id"])
         held = None
         if parent and UNBOUNDED_CHANNEL not in checkpoint["channel_values"]:
-            held = self._fold_in_memory((thread_id, namespace, parent), key)  # outside the lock
+            held = self._held.fold((thread_id, namespace, parent), key)  # outside the lock
         with self.cursor() as cur:
             number = self._numbered(cur, thread_id)
             cur.execute(
@@ -339,32 +331,13 @@ class FerrySaver(
                 (number, namespace, key_of(checkpoint["id"]), parent and key_of(parent), snapshot,
                  layout.code_of(type_tag), value),
             )  # fmt: skip
-            with self._histories_lock:  # a checkpoint of this process: its writes are seen here
-                self._put_here[key] = None
-                while len(self._put_here) > _CACHED_HISTORIES:
-                    self._put_here.popitem(last=False)
+            self._held.put_here(key)
             # In the same transaction: one commit a step. It reads the new checkpoint's
-            # history, which `_fold_in_memory` has normally just made.
+            # history, which `fold` has normally just made.
             self.alongside_put(saved, checkpoint)
         if held is not None:  # after the commit: the file's write lock is not held meanwhile
             self._keep_parts(number, key, held)
         return saved
-
-    def _fold_in_memory(self, parent: history.Key, key: history.Key) -> builtins.list[Any] | None:
-        """Remember a new checkpoint's history: its parent's, with the writes put at it here."""
-        known = self._remembered(parent)
-        with self._histories_lock:
-            writes = self._step_writes.pop(parent, [])
-            ours = parent in self._put_here
-        if known is None or not ours:
-            return None  # read back from the file when asked for
-        writes.sort(key=lambda w: writes_sort_key(*w[:3]))
-        values = [value for *_, value in writes]
-        if any(isinstance(v, Overwrite) for v in values) or not history.are_messages([], values):
-            return None  # not Ferry's messages: LangGraph's generic rebuild, from the file
-        messages = fold_messages(known, values)
-        self._remember(key, messages)
-        return messages
 
     def put_writes(
         self,
@@ -397,9 +370,9 @@ class FerrySaver(
                 (*key, task_path, layout.packed(_merged([], new, replace))),
             )
             if cur.rowcount == 1:
-                self._keep_step_writes(config, task_id, task_path, writes)
+                self._held.writes_put(_step_key(config), task_id, task_path, writes)
                 return
-            self._forget_step_writes(config)  # written before: the file has the whole story
+            self._held.writes_unknown(_step_key(config))  # the file has the whole story
             cur.execute(
                 "SELECT records FROM ferry_writes "
                 "WHERE thread = ? AND ns = ? AND id = ? AND task = ?",
@@ -411,36 +384,6 @@ class FerrySaver(
                 "WHERE thread = ? AND ns = ? AND id = ? AND task = ?",
                 (task_path, layout.packed(_merged(stored, new, replace)), *key),
             )
-
-    def _step_key(self, config: RunnableConfig) -> history.Key:
-        configurable = config["configurable"]
-        return (
-            str(configurable["thread_id"]),
-            configurable.get("checkpoint_ns", ""),
-            str(configurable["checkpoint_id"]),
-        )
-
-    def _keep_step_writes(
-        self, config: RunnableConfig, task_id: str, task_path: str, writes: Sequence[Any]
-    ) -> None:
-        """Keep a task's `messages` writes at a checkpoint, for `_fold_in_memory`."""
-        step = self._step_key(config)
-        found = [
-            (task_path, task_id, idx, value)
-            for idx, (channel, value) in enumerate(writes)
-            if channel == UNBOUNDED_CHANNEL
-        ]
-        with self._histories_lock:
-            self._step_writes.setdefault(step, []).extend(found)
-            self._step_writes.move_to_end(step)
-            while len(self._step_writes) > _CACHED_HISTORIES:
-                self._step_writes.popitem(last=False)
-
-    def _forget_step_writes(self, config: RunnableConfig) -> None:
-        """A checkpoint whose writes are not all known here: its child reads them back."""
-        with self._histories_lock:
-            self._step_writes.pop(self._step_key(config), None)
-            self._put_here.pop(self._step_key(config), None)
 
     def first_start(self, thread_id: str, tool_call_id: str) -> bool:
         """Record that a call is starting; False if it had started before."""
@@ -477,9 +420,7 @@ class FerrySaver(
                 cur.execute("DELETE FROM ferry_parts WHERE thread = ?", (number,))
             for statement in DELETE_FERRY_ROWS:
                 cur.execute(statement, (thread_id,))
-        with self._histories_lock:
-            for key in [k for k in self._histories if k[0] == thread_id]:
-                del self._histories[key]
+        self._held.forget(thread_id)
         for thread in [k for k in self._part_ends if k[0] == thread_id]:
             del self._part_ends[thread]
 
@@ -534,10 +475,7 @@ class FerrySaver(
             cur.execute(f"DELETE FROM ferry_writes WHERE {where}", (number, namespace, *keys))
             parts.drop(cur, self.serde, number, namespace)
         self._part_ends.pop((thread_id, namespace), None)
-        with self._histories_lock:
-            for key in [k for k in self._histories if k[:2] == (thread_id, namespace)]:
-                if key[2] not in kept:
-                    del self._histories[key]
+        self._held.forget(thread_id, namespace, kept)
         return removed
 
     # -- the messages' history -------------------------------------------------------------
@@ -547,22 +485,7 @@ class FerrySaver(
 
         The list is the one held: not to be changed.
         """
-        return self._remembered(self._step_key(config))
-
-    def _remembered(self, key: history.Key) -> builtins.list[Any] | None:
-        value = self._histories.get(key)  # a plain read is safe without the lock
-        if value is not None:
-            with self._histories_lock:
-                if key in self._histories:
-                    self._histories.move_to_end(key)
-        return value
-
-    def _remember(self, key: history.Key, value: builtins.list[Any]) -> None:
-        with self._histories_lock:
-            self._histories[key] = value
-            self._histories.move_to_end(key)
-            while len(self._histories) > _CACHED_HISTORIES:
-                self._histories.popitem(last=False)
+        return self._held.get(_step_key(config))
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -583,18 +506,17 @@ class FerrySaver(
                 return {"messages": {"writes": []}}
             target = latest.config["configurable"]["checkpoint_id"]
         key = (thread_id, namespace, target)
-        if (known := self._remembered(key)) is not None:
+        if (known := self._held.get(key)) is not None:
             # A copy: the channel hands its value out (`get_state`), and a caller may edit it.
             return {"messages": {"writes": [], "seed": list(known)}}
         found: builtins.list[builtins.list[Any]] = []  # the remembered history the walk started at
         # The histories this process remembers on the thread, by stored key: the walk then
         # asks about each ancestor without spelling its id.
-        with self._histories_lock:
-            known_keys = {key_of(k[2]): k for k in self._histories if k[:2] == key[:2]}
+        known_keys = self._held.by_stored_key(key[:2])
 
         def remembered(step: Any) -> builtins.list[Any] | None:
             ancestor = known_keys.get(step)
-            if ancestor is not None and (known := self._remembered(ancestor)) is not None:
+            if ancestor is not None and (known := self._held.get(ancestor)) is not None:
                 found.append(known)
                 return known
             return None
@@ -618,7 +540,7 @@ class FerrySaver(
             replayed["writes"] = [(text_of(t), c, v) for t, c, v in replayed["writes"]]
             return {"messages": replayed}
         messages = fold_messages(snapshot_value(seed), writes)
-        self._remember(key, messages)
+        self._held.keep(key, messages)
         self._keep_parts(number, key, messages)
         return {"messages": {"writes": [], "seed": list(messages)}}
 
@@ -645,6 +567,16 @@ class FerrySaver(
         except sqlite3.OperationalError as error:  # e.g. a read-only file: only speed is lost
             log.debug("history of %s not kept in parts: %s", thread[0], error)
             self._part_ends[thread] = len(messages)
+
+
+def _step_key(config: RunnableConfig) -> history.Key:
+    """(thread_id, checkpoint_ns, checkpoint_id) of the checkpoint `config` names."""
+    configurable = config["configurable"]
+    return (
+        str(configurable["thread_id"]),
+        configurable.get("checkpoint_ns", ""),
+        str(configurable["checkpoint_id"]),
+    )
 
 
 def _merged(stored: list[Record], new: list[Record], replace: bool) -> list[Record]:

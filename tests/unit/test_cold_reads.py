@@ -219,4 +219,4 @@ def test_a_running_saver_reads_no_write_back(
     assert len(seen) == (TURNS + 1) * PER_TURN
     assert sum(replayed) == 0, replayed
     assert _messages(running) == seen
-    assert (THREAD, "", head["configurable"]["checkpoint_id"]) in running.checkpointer._histories
+    assert running.checkpointer.remembered_history(head) is not None
