@@ -98,7 +98,8 @@ class HeldHistories:
         known = self.get(parent)
         with self._lock:
             writes = self._writes.pop(parent, [])
-            ours = parent in self._put_here
+            # Once: a second child of the parent (a fork, a time travel) reads its writes back.
+            ours = self._put_here.pop(parent, False) is None
         if known is None or not ours:
             return None
         writes.sort(key=lambda w: writes_sort_key(*w[:3]))

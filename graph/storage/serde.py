@@ -46,7 +46,8 @@ _WORTH_TRYING = 32  # bytes; with the dictionary even a short reply shrinks by h
 MAX_VALUE_BYTES = 32 * 2**20
 """What one stored value may decompress to (`FERRY_MAX_STORED_VALUE_MB`): a read's memory bound.
 
-Ferry's largest values are saved histories, a few MB for a thousand turns; a value that would
+Ferry's largest values are whole histories (a pruned thread's oldest checkpoint, a part after
+an edit, Postgres's saved copy), a few MB for a thousand turns; a value that would
 decompress beyond the cap is stored uncompressed, so nothing Ferry writes is ever refused.
 """
 
@@ -149,7 +150,7 @@ class FerrySerializer(SerializerProtocol):
 def collection_paused() -> Iterator[None]:
     """Pause Python's cycle collector while messages are rebuilt (`loads_typed` does too).
 
-    A saved history is thousands of messages, each a few dicts and lists: the collector would
+    A cold read rebuilds thousands of messages, each a few dicts and lists: the collector would
     run dozens of times over everything the process holds (after LangChain's imports, a lot),
     for objects that form no cycles. That was 100 of the 165 ms of a cold read of 1000 turns.
     Reference counting still frees everything; the collector resumes afterwards. Left alone

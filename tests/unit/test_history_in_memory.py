@@ -74,3 +74,17 @@ def test_a_write_stored_before_under_the_same_task_leaves_the_history_to_the_fil
     child = saver.put(config, empty_checkpoint(), {}, {})
 
     assert _texts(_history(saver, child)) == ["kept"]
+
+
+def test_a_second_child_of_a_checkpoint_reads_its_writes_back(tmp_path: Path) -> None:
+    saver = sqlite_saver(tmp_path / "ferry.db")
+    parent = saver.put(THREAD, empty_checkpoint(), {}, {})
+    saver.put_writes(parent, [("messages", [HumanMessage("asked", id="h1")])], "task-a")
+    _history(saver, parent)
+    first = saver.put(parent, empty_checkpoint(), {}, {})
+    assert _texts(_history(saver, first)) == ["asked"]
+
+    # Time travel: the run goes on again from the same checkpoint, in the same process.
+    second = saver.put(parent, empty_checkpoint(), {}, {})
+
+    assert _texts(_history(saver, second)) == ["asked"]
