@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -477,3 +479,66 @@ def test_the_settings_object_points_at_the_file(tmp_path: Path, starts: Path) ->
         settings=Settings(mcp_config=path),
     )
     assert len(started(starts)) == 1
+
+
+# --- servers that hang at start, or go away between calls ------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_server_that_hangs_at_start_is_left_out_in_time_and_stopped(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, starts: Path
+) -> None:
+    pid_file = tmp_path / "hung.pid"
+    hangs = [
+        "-c",
+        f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)",
+    ]
+    path = configure(
+        monkeypatch,
+        tmp_path,
+        {"basic": basic(starts), "hangs": {"command": stdio_entry()["command"], "args": hangs}},
+    )
+    with ferry_log(TextFormatter()) as lines:
+        began = time.monotonic()
+        tools = mcp_tools(path, start_timeout_s=2)
+        waited = time.monotonic() - began
+
+    assert [t.name for t in tools] == BASIC_TOOLS  # the other server's tools are there
+    assert waited < 15, f"gave up after {waited:.1f} s"
+    assert "warning ferry.mcp: MCP server 'hangs' did not start: no answer within 2 s" in lines
+    status = {s.name: (s.status, s.reason) for s in mcp_servers(path, start_timeout_s=2)}
+    assert status["hangs"] == ("failed", "no answer within 2 s")
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:  # the hung process is not left behind
+        time.sleep(0.1)
+    assert not _alive(pid)
+
+
+def test_an_http_server_that_goes_away_is_named_and_the_run_goes_on(
+    scripted: Scripted, make_agent: Agent, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    model = scripted(
+        [tool_call("add", a=1, b=2), answer("3"), tool_call("add", a=2, b=2), answer("gone")]
+    )
+    with http_server("streamable-http") as url:
+        configure(monkeypatch, tmp_path, {"web": {"url": url}})
+        agent = make_agent(model)
+        first = ask(agent, "1 + 2?")
+    # The server has exited; the session that reached it is still open in this process.
+    state = ask(agent, "2 + 2?")
+
+    assert [r.content for r in results(first)] == ["1 + 2 = 3"]
+    gone = results(state)[-1]
+    assert gone.status == "error"
+    assert gone.content.startswith("MCP server 'web' stopped: "), gone.content
+    assert state["stop_reason"] == "answered"
+    [info] = mcp_servers()  # reported as stopped, with why (the error text is httpx's)
+    assert info.status == "stopped" and gone.content.endswith(info.reason)
