@@ -19,6 +19,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from tests.support.cli_helpers import Ferry, ferry_in_process
 from tests.support.scripted import ScriptedModel, Step
 
+pytest_plugins = ["tests.support.pg_threads"]  # `replays`, for the Postgres history tests
+
 _SECRETS = ("OPENAI_API_KEY", "TAVILY_API_KEY", "ANTHROPIC_API_KEY", "LANGSMITH_API_KEY")
 
 

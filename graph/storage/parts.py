@@ -99,7 +99,7 @@ class Resolver:
     """Reads the values of stored writes, following references into parts (each read once)."""
 
     def __init__(self, cur: sqlite3.Cursor, serde: Any, number: int, namespace: str) -> None:
-        self._cur, self._serde, self._thread = cur.connection.cursor(), serde, (number, namespace)
+        self._conn, self._serde, self._thread = cur.connection, serde, (number, namespace)
         self._parts: dict[Any, list[Any]] = {}
 
     def value(self, type_tag: str, data: bytes) -> Any:
@@ -107,8 +107,8 @@ class Resolver:
         if type_tag != REF:
             return self._serde.loads_typed((type_tag, data))
         step, offset, count = _reference(data)
-        if step not in self._parts:
-            found = _values(self._cur, self._serde, *self._thread, [step])
+        if step not in self._parts:  # a cursor of its own: the caller's may be mid-read
+            found = _values(self._conn.cursor(), self._serde, *self._thread, [step])
             if step not in found:
                 raise StoredValueError("a stored write refers to a part that is not there")
             self._parts[step] = found[step]

@@ -34,7 +34,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Overwrite
 
 from graph.state import fold_messages
-from graph.storage import history, layout, migration, parts
+from graph.storage import history, layout, migration, parts, versions
 from graph.storage.allowlist import NamesThreadOnRefusal, StoredValueError, naming_thread
 from graph.storage.held import HeldHistories
 from graph.storage.in_threads import AsyncInThreads
@@ -49,7 +49,6 @@ from graph.storage.sqlite_schema import (
     RECORD_START,
 )
 from graph.storage.sqlite_summaries import SummarisesThreads
-from graph.storage.versions import CompactVersions
 
 log = logging.getLogger("ferry.saver")
 _STEP = "SELECT id, parent, type, value, metadata FROM ferry_steps WHERE thread = ? AND ns = ?"
@@ -75,7 +74,6 @@ class FerrySaver(
     SummarisesThreads,
     NamesThreadOnRefusal,
     AsyncInThreads,
-    CompactVersions,
     BaseCheckpointSaver[str],
 ):
     """A SQLite saver in Ferry's layout that keeps the histories it rebuilt, in memory.
@@ -397,10 +395,14 @@ class FerrySaver(
             cur.execute(FORGET_START, (thread_id, tool_call_id))
 
     def get_next_version(self, current: Any, channel: None) -> Any:
-        """The version after `current` (Ferry's compact format, `graph.storage.versions`)."""
-        if isinstance(current, str) and not current.startswith("0."):
+        """The version after `current`, in the format of the thread it belongs to.
+
+        Ferry's compact one (`graph.storage.versions`), or LangGraph's for a thread another
+        saver began.
+        """
+        if versions.is_langgraphs(current):
             return SqliteSaver.get_next_version(self, current, channel)  # type: ignore[arg-type]  # LangGraph's format, as its saver numbers it
-        return super().get_next_version(current, channel)
+        return versions.next_version(current)
 
     # -- threads ---------------------------------------------------------------------------
 

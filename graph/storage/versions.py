@@ -42,16 +42,19 @@ def version_number(version: str | int | float | None) -> int:
     return int(version.split(".")[0])
 
 
-class CompactVersions:
-    """Mixed into a saver: number channel versions in Ferry's compact format."""
+def next_version(current: str | int | float | None) -> str | int:
+    """The version after `current` in Ferry's format (an old file's integers stay integers).
 
-    def get_next_version(self, current: Any, channel: None) -> Any:
-        """The version after `current`, in the format of the thread it belongs to."""
-        if isinstance(current, str) and not current.startswith(_PREFIX):
-            return super().get_next_version(current, channel)  # type: ignore[misc]  # the saver it is mixed into has one
-        if isinstance(current, int):
-            return current + 1  # a file not yet upgraded (read-only): keep its integers
-        return compact_version(version_number(current) + 1)
+    `current` is not in LangGraph's format: a thread in that one goes on in it.
+    """
+    if isinstance(current, int):
+        return current + 1  # a file not yet upgraded (read-only): keep its integers
+    return compact_version(version_number(current) + 1)
+
+
+def is_langgraphs(version: object) -> bool:
+    """Whether a version is in LangGraph's format (`<32 digits>.<fraction>`), not Ferry's."""
+    return isinstance(version, str) and not version.startswith(_PREFIX)
 
 
 def _as_text(versions: dict[str, Any]) -> tuple[dict[str, Any], bool]:

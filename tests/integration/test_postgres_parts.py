@@ -9,50 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from langchain_core.tools import tool
-from langgraph.checkpoint.postgres import PostgresSaver
 
-import graph.storage.pg_history as pg
-from graph.state import fold_messages
-from graph.storage.internals import snapshot_value
 from graph.storage.pg_history import PART
 from graph.storage.postgres import async_postgres_saver, open_postgres_saver
+from tests.support.pg_threads import THREAD, from_the_start, run, scripted_agent
 from tests.support.pgserver import PostgresServer
-from tests.support.scripted import ScriptedModel, answer, tool_call
 
 pytestmark = pytest.mark.timeout(300)
 TURNS = 80  # 320 messages: a base at 200, then parts of 32 or a little more
 PER_TURN = 4  # question, call, result, answer
-THREAD: Any = {"configurable": {"thread_id": "long"}}
-
-
-@tool
-def lookup(n: int) -> str:
-    """Look up record n.
-
-    Args:
-        n: the record number.
-    """
-    return f"record {n}: " + "lorem ipsum " * 20
-
-
-def _agent(saver: Any, turns: range) -> Any:
-    from graph import build_graph
-
-    steps: list[Any] = []
-    for turn in turns:
-        steps += [tool_call("lookup", n=turn), answer(f"answer {turn}")]
-    return build_graph(model=ScriptedModel(steps), tools=[lookup], checkpointer=saver)
-
-
-def _run(agent: Any, turns: range, config: Any = THREAD) -> None:
-    for turn in turns:
-        agent.invoke({"messages": [("user", f"question {turn}")]}, config)
 
 
 @pytest.fixture
@@ -60,22 +29,8 @@ def url(postgres_server: PostgresServer) -> str:
     """A database holding one thread of `TURNS` turns, grown by one process."""
     url = postgres_server.create_database(f"test_{uuid.uuid4().hex[:12]}")
     with open_postgres_saver(url) as saver:
-        _run(_agent(saver, range(TURNS)), range(TURNS))
+        run(scripted_agent(saver, range(TURNS)), range(TURNS))
     return url
-
-
-@pytest.fixture
-def replays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, int]]]:
-    """(checkpoints walked, write rows read) of each rebuild."""
-    seen: list[tuple[int, int]] = []
-    replayed = pg.replayed
-
-    def spy(chain: list[str], seed: Any, rows: Any, serde: Any) -> Any:
-        seen.append((len(chain), len(rows)))
-        return replayed(chain, seed, rows, serde)
-
-    monkeypatch.setattr(pg, "replayed", spy)
-    yield seen
 
 
 def _rows(url: str, sql: str) -> list[tuple[Any, ...]]:
@@ -89,16 +44,6 @@ def _base(url: str) -> list[tuple[Any, ...]]:
 
 def _parts(url: str) -> list[tuple[Any, ...]]:
     return _rows(url, "SELECT messages, checkpoint_id FROM ferry_history_parts ORDER BY messages")
-
-
-def _from_the_start(url: str, config: Any = THREAD) -> list[Any]:
-    """The messages as LangGraph's own saver replays them, from the thread's start."""
-    with psycopg.connect(url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
-        with open_postgres_saver(url) as ferry:
-            stock = PostgresSaver(conn, serde=ferry.serde)
-            entry = stock.get_delta_channel_history(config=config, channels=["messages"])
-    history = entry["messages"]
-    return fold_messages(snapshot_value(history.get("seed")), [v for _, _, v in history["writes"]])
 
 
 def _cold(url: str, config: Any = THREAD) -> list[Any]:
@@ -117,7 +62,7 @@ def test_one_base_extended_by_parts_and_a_cold_read_replays_less_than_a_part(
     assert all(PART <= b - a < PART + PER_TURN for a, b in zip(lengths, lengths[1:], strict=False))
     assert TURNS * PER_TURN - lengths[-1] < PART
 
-    assert _cold(url) == _from_the_start(url)
+    assert _cold(url) == from_the_start(url)
     [(walked, rows)] = replays
     with open_postgres_saver(url) as saver:
         newest_first = [s.config["configurable"]["checkpoint_id"] for s in saver.list(THREAD)]
@@ -133,7 +78,7 @@ def test_the_servers_saver_reads_from_the_parts_too(
             cold = await saver.aget_delta_channel_history(config=THREAD, channels=["messages"])
             return list(cold["messages"]["seed"])
 
-    assert asyncio.run(read()) == _from_the_start(url)
+    assert asyncio.run(read()) == from_the_start(url)
     [(_, rows)] = replays
     assert rows < PART
 
@@ -143,13 +88,13 @@ def test_the_servers_saver_appends_parts(postgres_server: PostgresServer) -> Non
 
     async def grow() -> None:
         async with async_postgres_saver(url) as saver:
-            agent = _agent(saver, range(60))
+            agent = scripted_agent(saver, range(60))
             for turn in range(60):
                 await agent.ainvoke({"messages": [("user", f"question {turn}")]}, THREAD)
 
     asyncio.run(grow())
     assert [length for _, _, length in _base(url)] == [200]
-    assert _parts(url) and _cold(url) == _from_the_start(url)
+    assert _parts(url) and _cold(url) == from_the_start(url)
 
 
 def test_a_part_that_does_not_fit_is_passed_over(url: str, replays: list[tuple[int, int]]) -> None:
@@ -158,7 +103,7 @@ def test_a_part_that_does_not_fit_is_passed_over(url: str, replays: list[tuple[i
         conn.execute(
             "UPDATE ferry_history_parts SET messages = messages + 1 WHERE messages = %s", (newest,)
         )
-    assert _cold(url) == _from_the_start(url)
+    assert _cold(url) == from_the_start(url)
     [(walked, rows)] = replays
     with open_postgres_saver(url) as saver:
         newest_first = [s.config["configurable"]["checkpoint_id"] for s in saver.list(THREAD)]
@@ -169,23 +114,23 @@ def test_an_older_checkpoint_reads_as_replaying_from_the_start_gives(url: str) -
     with open_postgres_saver(url) as saver:
         states = [s.config for s in saver.list(THREAD)]
     for config in (states[30], states[len(states) // 3], states[-30]):
-        assert _cold(url, config) == _from_the_start(url, config)
+        assert _cold(url, config) == from_the_start(url, config)
     assert len(_base(url)) == 1  # shorter histories are not saved over the longer one
 
 
 def test_a_fork_past_the_base_appends_no_part_of_the_other_branch(url: str) -> None:
     base, parts = _base(url), _parts(url)
     with open_postgres_saver(url) as saver:
-        agent = _agent(saver, range(1000, 1010))
+        agent = scripted_agent(saver, range(1000, 1010))
         fork_point = next(
             s for s in agent.get_state_history(THREAD) if len(s.values["messages"]) == 240
         )
-        _run(agent, range(1), fork_point.config)
-        _run(agent, range(1, 10))  # 40 messages past the fork: more than a part's worth
+        run(agent, range(1), fork_point.config)
+        run(agent, range(1, 10))  # 40 messages past the fork: more than a part's worth
         head = agent.get_state(THREAD).values["messages"]
     assert len(head) == 280 and head[-1].content == "answer 1009"
     assert _base(url) == base and _parts(url) == parts
-    assert _cold(url) == _from_the_start(url)
+    assert _cold(url) == from_the_start(url)
 
 
 def test_delete_leaves_no_part_behind(url: str) -> None:
