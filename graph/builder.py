@@ -21,7 +21,12 @@ from langgraph.types import Command, StateSnapshot, StateUpdate
 from graph.lease import aleased, leased, remember_settings
 from graph.lifecycle import continuation, finished_results
 from graph.nodes import AgentNodes, RunContext
-from graph.provenance import refuse_client_results, tool_results_in
+from graph.provenance import (
+    refuse_client_command,
+    refuse_client_results,
+    refuse_release_writes,
+    tool_results_in,
+)
 from graph.routing import route_after_check
 from graph.settings import ConfigError, Settings, get_settings
 from graph.state import FerryInput, FerryOutput, FerryState
@@ -35,7 +40,8 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
     The time budget is per invocation, so every `invoke`/`stream` (Python, CLI or server) needs
     to know when it started, without callers having to pass anything. Every write a client
     makes (run input, `Command.update`, `update_state`) is checked first: it may not supply the
-    result of a call Ferry issued (graph/provenance.py). `invoke` runs through `stream` and
+    result of a call Ferry issued, route the run (`Command.goto`) or release a tool call
+    (graph/provenance.py). `invoke` runs through `stream` and
     `ainvoke` through `astream`, and so does the server (`astream`, `astream_events`); the
     `update_state` family runs through `bulk_update_state`.
     """
@@ -44,6 +50,7 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
     def stream(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - Pregel.stream's own doc
         args, kwargs = _prepared(args, kwargs)
         graph_input, config = _input_and_config(args, kwargs)
+        refuse_client_command(graph_input)
         if self._stores(config) and _reads_thread(graph_input):
             finished, graph_input = _before_run(graph_input, self.get_state(config))
             if finished:  # Ferry's own results: stored past the client-write check
@@ -56,6 +63,7 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
     async def astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # noqa: D102
         args, kwargs = _prepared(args, kwargs)
         graph_input, config = _input_and_config(args, kwargs)
+        refuse_client_command(graph_input)
         if self._stores(config) and _reads_thread(graph_input):
             finished, graph_input = _before_run(graph_input, await self.aget_state(config))
             if finished:
@@ -71,7 +79,7 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
     def bulk_update_state(  # noqa: D102 - Pregel.bulk_update_state's own doc
         self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]
     ) -> RunnableConfig:
-        results = _results_in(supersteps)
+        results = _client_results(supersteps)
         if results:
             refuse_client_results(results, self.get_state(config))
         return super().bulk_update_state(config, supersteps)
@@ -79,7 +87,7 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
     async def abulk_update_state(  # noqa: D102 - Pregel.abulk_update_state's own doc
         self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]
     ) -> RunnableConfig:
-        results = _results_in(supersteps)
+        results = _client_results(supersteps)
         if results:
             refuse_client_results(results, await self.aget_state(config))
         return await super().abulk_update_state(config, supersteps)
@@ -90,8 +98,15 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
         return isinstance(self.checkpointer, BaseCheckpointSaver) and thread_id is not None
 
 
-def _results_in(supersteps: Sequence[Sequence[StateUpdate]]) -> list[ToolMessage]:
-    """The tool results a client's state updates would write."""
+def _client_results(supersteps: Sequence[Sequence[StateUpdate]]) -> list[ToolMessage]:
+    """The tool results a client's state updates would write; refuses writes of release marks.
+
+    Raises:
+        ClientCommandError: an update writes `check`'s release marks.
+    """
+    for step in supersteps:
+        for update in step:
+            refuse_release_writes(update[0])
     return [r for step in supersteps for update in step for r in tool_results_in(update[0])]
 
 

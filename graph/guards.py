@@ -17,6 +17,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from graph.settings import Settings
 from graph.state import StopReason
 
 INTERRUPTED = (
@@ -53,6 +54,20 @@ def token_usage(message: BaseMessage) -> dict[str, int]:
         "output_tokens": usage["output_tokens"] if usage else 0,
         "total_tokens": usage["total_tokens"] if usage else 0,
     }
+
+
+def budget_exceeded(
+    messages: Sequence[AnyMessage], settings: Settings, seconds_left: float
+) -> StopReason | None:
+    """Which of the turn's budgets is spent (model calls, tokens, time), or None."""
+    turn = turn_counters(messages)
+    if turn["model_calls"] >= settings.max_iterations:
+        return "max_iterations"
+    if settings.token_budget and turn["usage"]["total_tokens"] >= settings.token_budget:
+        return "token_budget"
+    if seconds_left <= 0:
+        return "time_budget"
+    return None
 
 
 def turn_counters(messages: Sequence[AnyMessage]) -> dict[str, Any]:

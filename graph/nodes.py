@@ -17,6 +17,7 @@ from langchain_core.messages import (
     AnyMessage,
     BaseMessage,
     HumanMessage,
+    ToolCall,
     ToolMessage,
 )
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -25,15 +26,17 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 
-from graph import approval, guards, side_effects
+from graph import approval, guards, provenance, side_effects
 from graph.execution import node_output, results_of, run_call, tool_node
 from graph.models import make_model
 from graph.models.calls import ModelTimeout, ReplyCutShort, cut_short, invoke_within
 from graph.prompt import for_model
+from graph.provenance import release_mark
 from graph.routing import ToolTask
 from graph.run import CAN_APPROVE, RunContext, emit, run_ids, seconds_left
 from graph.settings import Settings
 from graph.state import FerryState, StopReason, merge_messages
+from graph.storage.internals import task_state
 from tools.settings import ToolSettings, with_tool_settings
 
 log = logging.getLogger("ferry.loop")
@@ -77,8 +80,14 @@ class AgentNodes:
     def call_model(
         self, state: FerryState, config: RunnableConfig, runtime: Runtime[RunContext]
     ) -> dict[str, Any]:
-        """Repair unanswered calls, apply the time budget, then ask the model for its next step."""
-        messages = state["messages"]
+        """Repair unanswered calls, apply the time budget, then ask the model for its next step.
+
+        Raises:
+            ValueError: the thread has no messages: there is nothing to answer.
+        """
+        messages = state.get("messages") or []
+        if not messages:
+            raise ValueError("the thread has no messages to answer: send a user message first")
         # A user message last means a new turn: the previous turn's stop reason no longer holds.
         update: dict[str, Any] = (
             {"stop_reason": None} if isinstance(messages[-1], HumanMessage) else {}
@@ -181,7 +190,9 @@ class AgentNodes:
         if not isinstance(reply, AIMessage) or not guards.all_calls(reply):
             return {"stop_reason": state.get("stop_reason") or "answered"}
         ids = run_ids(config, runtime)
-        reason = self._budget_exceeded(state, runtime)
+        reason = guards.budget_exceeded(
+            state["messages"], self.settings, seconds_left(self.settings, runtime)
+        )
         if reason:
             not_run = [
                 guards.error_result(c, f"Not executed: the turn stopped ({reason}).")
@@ -204,8 +215,9 @@ class AgentNodes:
         )
         for result in refused:
             emit("refused a tool call", ids, "refused", tool_call_id=result.tool_call_id)
-        written = self._gated(reply, refused, state["messages"], config, ids)
-        return {"messages": written} if written else {}
+        written, released = self._gated(reply, refused, state["messages"], config, ids)
+        update: dict[str, Any] = {provenance.RELEASED: [release_mark(c) for c in released]}
+        return {"messages": written, **update} if written else update
 
     def _gated(
         self,
@@ -214,8 +226,11 @@ class AgentNodes:
         messages: list[AnyMessage],
         config: RunnableConfig,
         ids: dict[str, Any],
-    ) -> list[AnyMessage]:
-        """Refuse or hold for approval what must not simply run; the messages to write."""
+    ) -> tuple[list[AnyMessage], list[ToolCall]]:
+        """Refuse or hold for approval what must not simply run.
+
+        Returns the messages to write and the calls released to run, as a person edited them.
+        """
         refused_ids = {m.tool_call_id for m in refused}
         gate = approval.gate(
             [c for c in reply.tool_calls if c["id"] not in refused_ids],
@@ -231,30 +246,31 @@ class AgentNodes:
         for call_id in gate.reasons:
             emit("exfiltration guard held a call", ids, "exfiltration", tool_call_id=call_id)
         written: list[AnyMessage] = [*refused, *gate.refused]
+        calls = reply.tool_calls
         if gate.held:
             edited, rejected = approval.decide(reply, gate)
             written = [*([edited] if edited else []), *written, *rejected]
-        return written
-
-    def _budget_exceeded(
-        self, state: FerryState, runtime: Runtime[RunContext]
-    ) -> StopReason | None:
-        turn = guards.turn_counters(state["messages"])
-        if turn["model_calls"] >= self.settings.max_iterations:
-            return "max_iterations"
-        budget = self.settings.token_budget
-        if budget and turn["usage"]["total_tokens"] >= budget:
-            return "token_budget"
-        if seconds_left(self.settings, runtime) <= 0:
-            return "time_budget"
-        return None
+            calls = edited.tool_calls if edited else calls
+        answered = {m.tool_call_id for m in written if isinstance(m, ToolMessage)}
+        return written, [c for c in calls if c["id"] not in answered]
 
     def execute_tool(
         self, task: ToolTask, config: RunnableConfig, runtime: Runtime[RunContext]
     ) -> dict[str, Any] | list[Any]:
-        """Run one tool call within its timeout and the run's time left; always answer it."""
+        """Run one tool call `check` released, within its timeout and the time left; answer it.
+
+        The task is checked against the stored thread first: a client can route a run or write
+        as a node, and a call sent here any other way than by `check` must not run.
+
+        Raises:
+            UnreleasedCallError: no stored reply waits for the task's call.
+        """
+        not_released = provenance.unreleased(task, task_state(config))
         call = task["call"]
         ids = {**run_ids(config, runtime), "tool_call_id": call["id"], "tool": call["name"]}
+        if not_released:
+            emit("refused a tool call check did not release", ids, "refused", logging.WARNING)
+            return {"messages": [guards.error_result(call, not_released)]}
         tool = self.tools_by_name.get(call["name"])
         if tool is None:  # checked under another tool list, resumed under this one
             emit("refused a tool call", ids, "refused", logging.WARNING)

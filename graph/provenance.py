@@ -1,4 +1,14 @@
-"""Tool results come from Ferry: a client may not supply the result of a call Ferry issued.
+"""Tool calls and results come from Ferry: what a client may and may not write or route.
+
+Tool calls run only when `check` released them. A client can route a run itself (a
+`Command(goto=Send("execute_tool", …))` from Python, a run's `command.goto` through the server)
+or write as a node (`update_state(as_node="check")`), and either would reach the tool without
+`check`'s approval, guards and exfiltration guard. So `check` records a mark of each call it
+lets run (`released_calls`: its id, tool and arguments, hashed), `execute_tool` runs a call
+only if the thread's latest reply asks for it unanswered and a mark matches, and clients may
+neither `goto` nor write the marks. Resuming (`Command(resume=…)`) and updates stay theirs.
+
+Tool results come from Ferry too: a client may not supply the result of a call Ferry issued.
 
 A client can send its own ToolMessage as run input or through `update_state` (LangChain's
 agent-chat-ui sends "Successfully handled tool call." for a call awaiting approval when the
@@ -15,7 +25,9 @@ Results for calls the client itself wrote (a history it imports) are its own bus
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import ToolMessage, convert_to_messages
@@ -24,9 +36,88 @@ from langgraph.types import Command, StateSnapshot
 from graph.guards import unanswered_calls
 from graph.hitl import awaiting as held
 
+RELEASED = "released_calls"
+"""The state key under which `check` records the calls it let run."""
+GOTO_REFUSED = (
+    "a run's command may resume or update the thread, not goto: the graph decides what runs "
+    "next, and a tool call runs only after Ferry's check released it"
+)
+NOT_RELEASED = (
+    "Not executed: this call reached the tool without passing Ferry's checks (approval, "
+    "guards, exfiltration guard); only calls the model asked for and Ferry released run."
+)
+
 
 class ClientToolResultError(ValueError):
     """A client sent the result of a tool call that only Ferry may answer."""
+
+
+class ClientCommandError(ValueError):
+    """A client's command would decide what runs next, which only the graph's edges do."""
+
+
+class UnreleasedCallError(ValueError):
+    """A tool task for a call no stored reply is waiting for: nothing may be written for it."""
+
+
+def release_mark(call: Mapping[str, Any]) -> str:
+    """What `check` records for a call it lets run: its id, tool and arguments, hashed."""
+    text = json.dumps([call["id"], call["name"], call["args"]], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def unreleased(task: Any, state: Mapping[str, Any]) -> str | None:
+    """Why `execute_tool` may not run this task's call, for the model to read; None if it may.
+
+    A call the latest reply asks for but `check` did not release (or released with other
+    arguments) is answered with `NOT_RELEASED`, so the thread stays valid for the provider.
+
+    Raises:
+        UnreleasedCallError: the task is malformed, or no stored reply waits for its call.
+    """
+    call = task.get("call") if isinstance(task, Mapping) else None
+    if not isinstance(call, Mapping) or not {"id", "name", "args"} <= call.keys():
+        raise UnreleasedCallError(f"a tool task must carry a tool call, got {task!r:.200}")
+    waiting = {c["id"]: c for c in unanswered_calls(state.get("messages") or [])}
+    asked = waiting.get(call["id"])
+    if asked is None:
+        raise UnreleasedCallError(
+            f"tool call {call['id']!r} ({call['name']}): no reply on the thread waits for it; "
+            "a tool runs only for a call the model made and Ferry's check released"
+        )
+    marks = set(state.get(RELEASED) or ())
+    mark = release_mark(call)
+    return None if mark in marks and mark == release_mark(asked) else NOT_RELEASED
+
+
+def refuse_client_command(graph_input: Any) -> None:
+    """Raise `ClientCommandError` for a run input that routes the run or writes release marks.
+
+    Raises:
+        ClientCommandError: a `Command` with `goto`, or an update of `released_calls`.
+    """
+    if isinstance(graph_input, Command):
+        if graph_input.goto:
+            raise ClientCommandError(GOTO_REFUSED)
+        refuse_release_writes(graph_input.update)
+
+
+def refuse_release_writes(update: Any) -> None:
+    """Raise `ClientCommandError` if a client's update would write `check`'s release marks.
+
+    Raises:
+        ClientCommandError: the update names `released_calls`.
+    """
+    if isinstance(update, Mapping):
+        keys = set(update)
+    elif isinstance(update, Sequence) and not isinstance(update, str):
+        keys = {pair[0] for pair in update if isinstance(pair, tuple) and pair}
+    else:
+        return
+    if RELEASED in keys:
+        raise ClientCommandError(
+            f"{RELEASED} is written by Ferry's check alone: it says which tool calls may run"
+        )
 
 
 def tool_results_in(update: Any) -> list[ToolMessage]:

@@ -13,11 +13,15 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-# The `configurable` key under which LangGraph hands each task its run's checkpointer (private
-# constant of `langgraph._internal`). The graph `langgraph.json` serves is compiled without one
-# and the server supplies its own per run, so a node finds the saver that records started
-# calls only here (`run_checkpointer`).
-from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
+# Two `configurable` keys under which LangGraph hands each task (private constants of
+# `langgraph._internal`):
+# - CONFIG_KEY_CHECKPOINTER, its run's checkpointer. The graph `langgraph.json` serves is
+#   compiled without one and the server supplies its own per run, so a node finds the saver
+#   that records started calls only here (`run_checkpointer`).
+# - CONFIG_KEY_READ_STATE, a function reading the graph state as the task's node would get it
+#   from an edge (what `ToolNode` reads for `InjectedState`). A task sent with `Send` gets only
+#   its packet: `execute_tool` reads the thread here to check that `check` released its call.
+from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_READ_STATE
 from langgraph.checkpoint.base import DeltaChannelHistory
 
 # The msgpack extension codes of LangGraph's serializer (private constants of `jsonplus`).
@@ -52,11 +56,13 @@ __all__ = [
     "EXT_PYDANTIC_V2",
     "SNAPSHOT_COUNTERS",
     "CONFIG_KEY_CHECKPOINTER",
+    "CONFIG_KEY_READ_STATE",
     "DeltaChannelHistory",
     "DeltaSnapshot",
     "build_delta_channels_writes_history",
     "run_checkpointer",
     "snapshot_value",
+    "task_state",
 ]
 
 SNAPSHOT_COUNTERS = "counters_since_delta_snapshot"
@@ -78,3 +84,9 @@ def snapshot_value(seed: Any) -> list[Any]:
 def run_checkpointer(config: RunnableConfig) -> Any:
     """The checkpointer of the run a node's `config` belongs to, or None (private key)."""
     return config.get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER)
+
+
+def task_state(config: RunnableConfig) -> Any:
+    """The graph state as the running task's node reads it (private key); {} outside a run."""
+    read = config.get("configurable", {}).get(CONFIG_KEY_READ_STATE)
+    return read() if read is not None else {}
