@@ -1,16 +1,18 @@
-"""Who may use the LangGraph server: which web pages (CORS) and, once a token is set, who.
+"""Who may use the LangGraph server: which web pages and host names, and, once a token is set, who.
 
-`langgraph dev` listens on 127.0.0.1, but by default it answered every web page's requests
-(CORS `*`), so any site a user visited could list, read, run and delete every thread.
-`langgraph.json` now lets only Studio's origin and localhost pages in (`http.cors`), serves
-`app` below, which keeps private network access for those origins alone, and names `auth`
-below: with `FERRY_SERVER_TOKEN` set, every request must carry `Authorization: Bearer <token>`.
+`langgraph dev` listens on 127.0.0.1, but by default it answered every web page's requests,
+so any site a user visited could list, read, run and delete every thread. `langgraph.json`
+lets only Studio's origin and localhost pages read replies (`http.cors`) and serves `app`
+below: `ServerAccess` (graph/server/access.py) in front of every route refuses other pages,
+other host names and, with `FERRY_SERVER_TOKEN` set, requests without the token; then the
+private network grant goes to the allowed origins alone. `auth` below, which `langgraph.json`
+names too, checks the same token on LangGraph's own routes.
 """
 
 from __future__ import annotations
 
-import hmac
 import os
+import re
 
 from langgraph_sdk import Auth
 from starlette.applications import Starlette
@@ -18,10 +20,17 @@ from starlette.datastructures import MutableHeaders
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from graph.server.access import (
+    HOSTS_VARIABLE,
+    LOCAL_HOSTS,
+    TOKEN_VARIABLE,
+    AccessPolicy,
+    ServerAccess,
+    bearer_token_matches,
+)
 from graph.server.registry import lifespan
 from graph.settings import load_dotenv_file
 
-TOKEN_VARIABLE = "FERRY_SERVER_TOKEN"
 _ALLOW_ORIGIN = "access-control-allow-origin"
 _ALLOW_PRIVATE_NETWORK = "access-control-allow-private-network"
 _REQUEST_PRIVATE_NETWORK = b"access-control-request-private-network"
@@ -33,16 +42,27 @@ def server_token() -> str | None:
     return os.environ.get(TOKEN_VARIABLE) or None
 
 
-def bearer_token_matches(authorization: str | None, token: str) -> bool:
-    """Whether an `Authorization` header value is `Bearer <token>`, compared in constant time.
+def server_hosts() -> frozenset[str]:
+    """Return the `Host` names served: localhost's and those of `FERRY_SERVER_HOSTS` (or `*`)."""
+    load_dotenv_file()
+    named = os.environ.get(HOSTS_VARIABLE, "").split(",")
+    return LOCAL_HOSTS | {name.strip().lower() for name in named if name.strip()}
 
-    Args:
-        authorization: The request's `Authorization` header, if it has one.
-        token: The token the server requires.
-    """
-    scheme, _, given = (authorization or "").strip().partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(
-        given.strip().encode(), token.encode()
+
+def server_policy() -> AccessPolicy:
+    """Return whom the running server serves: its CORS origins, its host names and token."""
+    # Only the server has this module (it reads the server's configuration when imported);
+    # it has no type information.
+    from langgraph_api import config  # type: ignore[import-untyped]
+
+    # The origins CORS is given (langgraph.json's http.cors; without it LangGraph's default).
+    cors = config.CORS_CONFIG or {"allow_origins": config.CORS_ALLOW_ORIGINS}
+    pattern = cors.get("allow_origin_regex")
+    return AccessPolicy(
+        origins=frozenset(cors.get("allow_origins") or ()),
+        origin_pattern=re.compile(pattern) if pattern else None,
+        hosts=server_hosts(),
+        token=server_token(),
     )
 
 
@@ -105,7 +125,15 @@ class PrivateNetworkForAllowedOrigins:
 auth = make_auth(server_token())
 """What `langgraph.json`'s `auth.path` names; the token is read once, when the server starts."""
 
-# User middleware wraps the server's own, so this sees the private network header it adds.
-app = Starlette(lifespan=lifespan, middleware=[Middleware(PrivateNetworkForAllowedOrigins)])
+# User middleware wraps the server's own (langgraph.json's `http.middleware_order` left at its
+# default), so ServerAccess runs before any of LangGraph's, and the private network check
+# sees the header LangGraph adds.
+app = Starlette(
+    lifespan=lifespan,
+    middleware=[
+        Middleware(ServerAccess, policy=server_policy),
+        Middleware(PrivateNetworkForAllowedOrigins),
+    ],
+)
 """What `langgraph.json`'s `http.app` names: Studio's thread sync (`graph.server.registry`)
-behind the private network check."""
+behind the access rules and the private network check."""

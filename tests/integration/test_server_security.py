@@ -1,111 +1,161 @@
-"""`langgraph dev` on Ferry's `langgraph.json`: which web pages may use it, and its token.
+"""`langgraph dev` as a user starts it (no token) serves this machine's user, not any web page.
 
-Any page a user visits can send requests to 127.0.0.1; what CORS answers decides whether
-the page may read the replies (and, for a public page, reach the machine at all). Two
-servers: one as a user starts it, one with `FERRY_SERVER_TOKEN` set.
+A page on any site can send requests to 127.0.0.1: `text/plain` POSTs and WebSockets need no
+CORS preflight, and a DNS-rebound name reaches the server as the page's own origin. CORS only
+keeps the reply from the page; the server must refuse such requests before any handler runs.
+One server: each attack below must be refused, and Studio and agent-chat-ui, replayed request
+by request, must still be served.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from langgraph_sdk import get_sync_client
 
-from tests.support.cli_helpers import Ferry, ferry_env, new_thread_id, succeeded
 from tests.support.langgraph_dev import serving
+from tests.support.server_requests import (
+    ALLOW_ORIGIN,
+    ALLOW_PRIVATE_NETWORK,
+    CHAT_UI,
+    EVIL,
+    QUESTION,
+    STUDIO,
+    Attempt,
+    got_through,
+    preflight,
+    replay_a_page,
+    send,
+    server_env,
+)
 
-STUDIO = "https://smith.langchain.com"
-LOCAL_PAGE = "http://localhost:3000"
-FOREIGN = "https://evil.example"
-TOKEN = "test-server-token-5f2c9a"
-ALLOW_ORIGIN = "access-control-allow-origin"
-ALLOW_PRIVATE_NETWORK = "access-control-allow-private-network"
+TEXT = {"Content-Type": "text/plain"}  # a "simple" request: the browser sends it unasked
+JSON = {"Content-Type": "application/json"}
+RUN = json.dumps({"assistant_id": "agent", "input": QUESTION})
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(300)
+
+# Requests from pages the server does not serve; /internal/truncate (it empties the server
+# when it gets through) comes last.
+PAGE_ATTACKS = [
+    Attempt("text/plain POST /threads", "POST", "/threads", EVIL, TEXT, "{}"),
+    Attempt("text/plain POST a run", "POST", "/threads/{thread_id}/runs", EVIL, TEXT, RUN),
+    Attempt("text/plain POST /threads/search", "POST", "/threads/search", EVIL, TEXT, "{}"),
+    Attempt("GET a thread", "GET", "/threads/{thread_id}", EVIL),
+    Attempt("PATCH a thread", "PATCH", "/threads/{thread_id}", EVIL, body='{"metadata": {}}'),
+    Attempt("Origin: null (sandboxed iframe, file://)", "POST", "/threads", "null", TEXT, "{}"),
+    Attempt("a look-alike of localhost", "POST", "/threads", "http://localhost.evil.example"),
+    Attempt("a look-alike of Studio", "POST", "/threads", f"{STUDIO}.evil.example", TEXT, "{}"),
+    Attempt(
+        "no Origin, Sec-Fetch-Site: cross-site (an <img> or <script> of another site)",
+        "GET",
+        "/threads/{thread_id}/state",
+        headers={"Sec-Fetch-Site": "cross-site"},
+    ),
+    Attempt(
+        "WebSocket to a thread's events (no CORS for WebSockets)",
+        "GET",
+        "/threads/{thread_id}/stream/events",
+        EVIL,
+        websocket=True,
+    ),
+    Attempt("GET /deploy", "GET", "/deploy", EVIL),
+    Attempt("GET /openapi.json", "GET", "/openapi.json", EVIL),
+    Attempt("text/plain POST /internal/truncate", "POST", "/internal/truncate", EVIL, TEXT, "{}"),
+]
 
 
-def server_env(tmp_path: Path, **settings: str) -> dict[str, str]:
-    """The server's environment: its own database, the offline model, no calls home."""
-    return ferry_env(
-        tmp_path,
-        FERRY_MODEL="offline",
-        LANGGRAPH_CLI_NO_ANALYTICS="1",
-        LANGGRAPH_NO_VERSION_CHECK="true",  # no PyPI look-up at start-up
-        **settings,
-    )
+def rebinding_attacks(port: int) -> list[Attempt]:
+    """A page at a name that resolves to 127.0.0.1 talks to the server as its own origin."""
+    rebound = {"Host": f"evil.example:{port}"}
+    page = f"http://evil.example:{port}"
+    return [
+        Attempt("GET /info", "GET", "/info", headers={"Host": "evil.example"}),
+        Attempt("GET a thread", "GET", "/threads/{thread_id}", headers=rebound),
+        Attempt("POST /threads, same origin", "POST", "/threads", page, rebound, "{}"),
+        Attempt(
+            "a name of 127.0.0.1",
+            "POST",
+            "/threads/search",
+            headers={"Host": f"127.0.0.1.nip.io:{port}"},
+            body="{}",
+        ),
+        Attempt("localhost look-alike", "GET", "/info", headers={"Host": "localhost.evil.example"}),
+        Attempt(
+            "WebSocket", "GET", "/threads/{thread_id}/stream/events", page, rebound, None, True
+        ),
+        Attempt("POST /internal/truncate", "POST", "/internal/truncate", page, rebound, "{}"),
+    ]
 
 
-def preflight(url: str, origin: str) -> httpx.Response:
-    """The OPTIONS a browser sends before a page's POST with a JSON body and a token."""
-    headers = {
-        "Origin": origin,
-        "Access-Control-Request-Method": "POST",
-        "Access-Control-Request-Headers": "authorization,content-type",
-        "Access-Control-Request-Private-Network": "true",  # a public page calling 127.0.0.1
-    }
-    return httpx.options(f"{url}/threads/search", headers=headers)
-
-
-def search(url: str, **headers: str) -> httpx.Response:
-    """POST /threads/search, which lists every thread."""
-    return httpx.post(f"{url}/threads/search", json={}, headers=headers)
-
-
-def test_only_studio_and_localhost_pages_may_read_the_servers_replies(tmp_path: Path) -> None:
+def test_pages_of_other_sites_and_other_host_names_are_refused_before_any_handler(
+    tmp_path: Path,
+) -> None:
     with serving(tmp_path, server_env(tmp_path)) as url:
-        thread_id = httpx.post(f"{url}/threads", json={}).json()["thread_id"]
-        for origin in (FOREIGN, "http://localhost.evil.example", "null"):
-            refused = preflight(url, origin)
-            assert refused.status_code == 400, origin
+        port = urlsplit(url).port or 80
+        thread_id = httpx.post(f"{url}/threads", json={}).json()["thread_id"]  # the CLI's, say
+
+        from_pages = got_through(url, PAGE_ATTACKS, (403, "refused"), thread_id)
+        from_rebound_names = got_through(
+            url, rebinding_attacks(port), (400, "FERRY_SERVER_HOSTS"), thread_id
+        )
+        assert not from_pages + from_rebound_names, (
+            f"{len(from_pages)} of {len(PAGE_ATTACKS)} page attacks and "
+            f"{len(from_rebound_names)} DNS-rebinding attacks got through:\n"
+            + "\n".join(from_pages + from_rebound_names)
+        )
+
+        for origin in (EVIL, "null", "http://localhost.evil.example"):
+            refused = preflight(url, "/threads/search", origin, private_network=True)
+            assert refused.status in (400, 403), origin
             assert ALLOW_ORIGIN not in refused.headers, origin
             assert ALLOW_PRIVATE_NETWORK not in refused.headers, origin
-            read = httpx.get(f"{url}/threads/{thread_id}", headers={"Origin": origin})
-            listed = search(url, Origin=origin)
-            # The server still answers (CORS is the browser's check), but tells the browser
-            # to keep the reply from the page.
-            assert (read.status_code, listed.status_code) == (200, 200), origin
-            assert ALLOW_ORIGIN not in read.headers and ALLOW_ORIGIN not in listed.headers
-
-        for origin in (STUDIO, LOCAL_PAGE, "http://127.0.0.1:5173"):
-            allowed = preflight(url, origin)
-            assert allowed.status_code == 200, (origin, allowed.text)
-            assert allowed.headers[ALLOW_ORIGIN] == origin
-            assert allowed.headers[ALLOW_PRIVATE_NETWORK] == "true"
-            assert "authorization" in allowed.headers["access-control-allow-headers"]
-            read = httpx.get(f"{url}/threads/{thread_id}", headers={"Origin": origin})
-            assert read.headers[ALLOW_ORIGIN] == origin
-
-        # Without a token every request is let in, Studio's (`x-auth-scheme`) as any other.
-        assert [t["thread_id"] for t in search(url).json()] == [thread_id]
-        assert search(url, **{"x-auth-scheme": "langsmith", "Origin": STUDIO}).status_code == 200
 
 
-def test_with_a_server_token_every_request_must_carry_it(cli: Ferry, tmp_path: Path) -> None:
-    env = server_env(tmp_path, FERRY_SERVER_TOKEN=TOKEN)
-    asked = succeeded(cli("ask", "What is 2 + 2?", env=env, cwd=tmp_path))
-    thread_id = new_thread_id(asked.stderr)
-
-    with serving(tmp_path, env) as url:
-        assert search(url).status_code == 401
-        assert search(url, Authorization="Bearer not-the-token").status_code == 401
-        assert search(url, Authorization=TOKEN).status_code == 401  # no scheme
-        assert search(url, Authorization=f"Basic {TOKEN}").status_code == 401
-        # Studio's own header would skip custom auth on `langgraph dev`; here it does not.
-        assert search(url, **{"x-auth-scheme": "langsmith"}).status_code == 401
-        assert httpx.get(f"{url}/threads/{thread_id}").status_code == 401
-        assert httpx.delete(f"{url}/threads/{thread_id}").status_code == 401
-        # A browser's preflight carries no token; CORS answers it before authentication.
-        assert preflight(url, STUDIO).headers[ALLOW_ORIGIN] == STUDIO
-
-        listed = search(url, Authorization=f"Bearer {TOKEN}")
-        assert listed.status_code == 200
-        # The CLI's thread was registered by the in-process sync, which the token does not stop.
-        assert [t["thread_id"] for t in listed.json()] == [thread_id]
-        question = {"messages": [{"role": "user", "content": "What is 3 * 3?"}]}
-        bearer = {"Authorization": f"Bearer {TOKEN}"}
-        with get_sync_client(url=url, api_key=None, headers=bearer) as client:
-            values = client.runs.wait(thread_id, "agent", input=question)
-        assert isinstance(values, dict) and values["stop_reason"] == "answered", values
-        assert [m["type"] for m in values["messages"][-4:]] == ["human", "ai", "tool", "ai"]
+def test_studio_agent_chat_ui_and_local_programs_are_served(tmp_path: Path) -> None:
+    with serving(tmp_path, server_env(tmp_path)) as url:
+        port = urlsplit(url).port or 80
+        # Programs send no Origin; the health check answers every Host (probes use the IP).
+        local = [
+            Attempt("SDK POST /threads", "POST", "/threads", body="{}"),
+            Attempt(
+                "curl GET /info, Host localhost", "GET", "/info", headers={"Host": "localhost"}
+            ),
+            Attempt("GET /info, Host [::1]", "GET", "/info", headers={"Host": f"[::1]:{port}"}),
+            Attempt("GET /info, Host LOCALHOST", "GET", "/info", headers={"Host": "LOCALHOST"}),
+            Attempt("GET /ok, any Host", "GET", "/ok", headers={"Host": "10.1.2.3:8000"}),
+            Attempt(
+                "the address bar (Sec-Fetch-Site: none)",
+                "GET",
+                "/docs",
+                headers={"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate"},
+            ),
+            Attempt(
+                "a page on 127.0.0.1",
+                "POST",
+                "/threads/search",
+                "http://127.0.0.1:5173",
+                JSON,
+                "{}",
+            ),
+            Attempt("a page on [::1]", "POST", "/threads/search", "http://[::1]:8080", JSON, "{}"),
+            Attempt(
+                "Studio's x-auth-scheme",
+                "POST",
+                "/threads/search",
+                STUDIO,
+                {"x-auth-scheme": "langsmith"} | JSON,
+                "{}",
+            ),
+        ]
+        failed = [
+            f"{a.name}: {r.status} {r.text[:200]!r}"
+            for a in local
+            if (r := send(url, a)).status != 200
+        ]
+        failed += [f"Studio {f}" for f in replay_a_page(url, STUDIO, public=True)]
+        failed += [f"agent-chat-ui {f}" for f in replay_a_page(url, CHAT_UI, public=False)]
+        assert not failed, "\n".join(failed)
