@@ -216,7 +216,7 @@ class AgentNodes:
         for result in refused:
             emit("refused a tool call", ids, "refused", tool_call_id=result.tool_call_id)
         written, released = self._gated(reply, refused, state["messages"], config, ids)
-        update: dict[str, Any] = {provenance.RELEASED: [release_mark(c) for c in released]}
+        update: dict[str, Any] = {provenance.RELEASED: " ".join(map(release_mark, released))}
         return {"messages": written, **update} if written else update
 
     def _gated(

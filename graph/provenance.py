@@ -63,7 +63,8 @@ class UnreleasedCallError(ValueError):
 def release_mark(call: Mapping[str, Any]) -> str:
     """What `check` records for a call it lets run: its id, tool and arguments, hashed."""
     text = json.dumps([call["id"], call["name"], call["args"]], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    # 64 bits: only `check` writes marks, so a mark need not resist forgery, only collisions.
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 def unreleased(task: Any, state: Mapping[str, Any]) -> str | None:
@@ -85,7 +86,7 @@ def unreleased(task: Any, state: Mapping[str, Any]) -> str | None:
             f"tool call {call['id']!r} ({call['name']}): no reply on the thread waits for it; "
             "a tool runs only for a call the model made and Ferry's check released"
         )
-    marks = set(state.get(RELEASED) or ())
+    marks = (state.get(RELEASED) or "").split()
     mark = release_mark(call)
     return None if mark in marks and mark == release_mark(asked) else NOT_RELEASED
 

@@ -276,8 +276,9 @@ class FerryState(TypedDict, total=False):
     """Why the last turn ended; None while it runs."""
     tool_failures: Annotated[dict[str, int], count_failures]
     """Consecutive failures per tool on this thread, for the circuit breaker."""
-    released_calls: list[str]
-    """Marks of the calls `check` last let run; `execute_tool` runs no other (graph.provenance)."""
+    released_calls: str
+    """Marks of the calls `check` last let run, space-separated; `execute_tool` runs no other
+    (graph.provenance)."""
 
 
 class FerryInput(TypedDict):

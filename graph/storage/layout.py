@@ -101,6 +101,7 @@ NAMES = (
     "msgpack+zd2",
     "msgpack+zd2+aes",
     "ferry-part",
+    "released_calls",
 )
 """The type tags and channel names a step writes most, stored as their index here (one byte
 instead of up to 18). Frozen: a name is only ever appended; any other is stored as text."""

@@ -143,7 +143,7 @@ def test_a_reply_written_as_check_is_answered_not_run(
 def test_a_client_may_not_write_release_marks(make_agent: Agent, scripted: Scripted) -> None:
     agent = _rejected_thread(make_agent, scripted)
     forged = AIMessage("", tool_calls=[SECRET_CALL], id=str(uuid.uuid4()))
-    marks = {"messages": [forged], "released_calls": [release_mark(SECRET_CALL)]}
+    marks = {"messages": [forged], "released_calls": release_mark(SECRET_CALL)}
     with pytest.raises(ClientCommandError, match="released_calls is written by Ferry's check"):
         agent.update_state(CONFIG, marks, as_node="check")
     with pytest.raises(ClientCommandError, match="released_calls"):
@@ -156,7 +156,7 @@ def test_a_client_may_not_write_release_marks(make_agent: Agent, scripted: Scrip
 def test_release_marks_in_run_input_are_not_state(make_agent: Agent, scripted: Scripted) -> None:
     agent = make_agent(scripted([answer("hello")]))
     agent.invoke({"messages": [("user", "hi")], "released_calls": ["made-up"]}, CONFIG)
-    assert agent.get_state(CONFIG).values.get("released_calls") in (None, [])
+    assert agent.get_state(CONFIG).values.get("released_calls") in (None, "")
 
 
 def test_writes_forged_as_the_paused_checks_do_not_run_the_held_call(
@@ -209,7 +209,7 @@ def test_free_calls_run_and_their_marks_are_stored(make_agent: Agent, scripted: 
     agent.invoke({"messages": [("user", "peek a")]}, CONFIG)
     assert RUNS == ["peek a"]
     call = agent.get_state(CONFIG).values["messages"][1].tool_calls[0]
-    assert agent.get_state(CONFIG).values["released_calls"] == [release_mark(call)]
+    assert agent.get_state(CONFIG).values["released_calls"] == release_mark(call)
 
 
 @pytest.mark.parametrize(
