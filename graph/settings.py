@@ -7,13 +7,13 @@ from dataclasses import fields
 from pathlib import Path
 from typing import cast
 
-from dotenv import load_dotenv
 from pydantic import Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graph.hitl import ALL_DECISIONS, DecisionType
 from tools.settings import ToolSettings, is_system_root
+from tools.trust import load_dotenv
 
 
 class ConfigError(Exception):
@@ -23,9 +23,10 @@ class ConfigError(Exception):
 def load_dotenv_file(path: Path | None = None) -> None:
     """Load `.env` into the process environment, never overriding what the shell set.
 
+    Only a `.env` the user trusted (`ferry trust`) is loaded; another is named on stderr, once.
     Secrets (API keys) stay in the environment only; the typed settings below never hold them.
     """
-    load_dotenv(path or Path.cwd() / ".env", override=False)
+    load_dotenv(path)
 
 
 def _default_model() -> str:
@@ -82,7 +83,8 @@ class Settings(BaseSettings):
     http_retry_total_s: float = Field(default=ToolSettings.http_retry_total_s, ge=0)
     """Total time a tool may spend retrying transient HTTP failures."""
     mcp_config: Path | None = None
-    """JSON file of MCP servers (`mcpServers`); by default `mcp.json` in the working directory."""
+    """JSON file of MCP servers (`mcpServers`); by default a trusted `mcp.json` in the working
+    directory."""
     log_format: str = Field(default="text", pattern="^(text|json)$")
     """`text` or `json` log lines."""
     log_file: Path | None = None

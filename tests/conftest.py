@@ -26,7 +26,7 @@ _SECRETS = ("OPENAI_API_KEY", "TAVILY_API_KEY", "ANTHROPIC_API_KEY", "LANGSMITH_
 
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Remove keys and Ferry settings from the environment, and work in a temporary folder."""
+    """Remove keys and Ferry settings, and work (and keep the trust store) in a temporary folder."""
     import os
 
     for name in list(os.environ):
@@ -37,6 +37,8 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("LANGSMITH_GATEWAY", raising=False)
     monkeypatch.setenv("LANGSMITH_TRACING", "false")
     monkeypatch.chdir(tmp_path)
+    # The folder trust store (`ferry trust`) lives under here: never the real user's config.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
     monkeypatch.setenv("FERRY_DB", str(tmp_path / "ferry.db"))
     # Anything that forgets its loopback URL fails fast instead of reaching the internet.
     monkeypatch.setenv("FERRY_TAVILY_URL", "http://127.0.0.1:9")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dotenv import load_dotenv
+from tools.trust import load_dotenv
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -55,12 +55,12 @@ class ToolSettings:
 
     @classmethod
     def from_environment(cls) -> ToolSettings:
-        """Read the `FERRY_` variables (then `.env`, without overriding them), as Ferry does.
+        """Read the `FERRY_` variables (then a trusted `.env`, not overriding them), as Ferry does.
 
         Raises:
             ToolException: naming the variable whose value cannot be used.
         """
-        load_dotenv(Path.cwd() / ".env", override=False)
+        load_dotenv()
         settings = cls()
         return replace(
             settings,
@@ -77,8 +77,8 @@ class ToolSettings:
 
 
 def secret(name: str) -> str:
-    """Return the secret `name` from the environment or `.env`; settings never hold one."""
-    load_dotenv(Path.cwd() / ".env", override=False)
+    """Return the secret `name` from the environment or a trusted `.env`; settings hold none."""
+    load_dotenv()
     return os.environ.get(name, "").strip()
 
 

@@ -64,6 +64,7 @@ def gather(settings: Settings) -> dict[str, Any]:
     """Everything `ferry info` reports."""
     from graph.storage import database_name
     from tools import TOOLS
+    from tools.trust import is_trusted
 
     model: dict[str, Any] = {"spec": settings.model}
     if settings.model.startswith("openai:"):
@@ -79,6 +80,7 @@ def gather(settings: Settings) -> dict[str, Any]:
         "tools": [{"name": name, "needs_approval": name in approve} for name in names],
         "mcp_servers": servers,
         "env_file": str(env_file) if env_file.is_file() else None,
+        "env_file_trusted": is_trusted(env_file),  # an untrusted one is ignored
         "settings": changed_settings(settings),
     }
 
@@ -96,13 +98,20 @@ def _plain(report: dict[str, Any]) -> list[str]:
         f"mcp:        {len(report['mcp_servers'])} servers"
         if report["mcp_servers"]
         else "mcp:        (no servers configured)",
-        f".env:       {report['env_file'] or '(none in the working directory)'}",
+        f".env:       {_env_file(report)}",
         "settings:   " + ("(all defaults)" if not report["settings"] else ""),
     ]
     lines += [f"  {name}={value}" for name, value in report["settings"].items()]
     servers = [_server_line(s) for s in report["mcp_servers"]]
     after = next(i for i, line in enumerate(lines) if line.startswith("mcp:")) + 1
     return lines[:after] + servers + lines[after:]
+
+
+def _env_file(report: dict[str, Any]) -> str:
+    if report["env_file"] is None:
+        return "(none in the working directory)"
+    path: str = report["env_file"]
+    return path + ("" if report["env_file_trusted"] else " (ignored: not trusted; see ferry trust)")
 
 
 def _server_line(server: dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ from tests.support.cli_helpers import FERRY, Ferry, ferry_env, run_command
 from tests.support.langgraph_dev import langgraph_dev
 from tests.support.mcp import stdio_entry, write_config
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
+from tests.support.trust import trust_folder
 from tools.mcp import close_sessions
 
 pytestmark = pytest.mark.timeout(180)
@@ -83,6 +84,7 @@ def test_ask_calls_an_mcp_tool_and_a_server_that_fails_is_one_line(
 
 def test_a_bad_servers_file_is_one_line_naming_it(cli: Ferry, tmp_path: Path) -> None:
     (tmp_path / "mcp.json").write_text('{"mcpServers": {"x": {"args": []}}}')
+    trust_folder(tmp_path)
     env = ferry_env(tmp_path, FERRY_MODEL="offline")
 
     done = cli("ask", "what is 2 + 3", env=env, cwd=tmp_path)  # ./mcp.json, found by default

@@ -103,6 +103,9 @@ def ferry_in_process(
         except SystemExit as exit_:  # argparse's usage errors
             code = exit_.code if isinstance(exit_.code, int) else 1
         finally:
+            # A trusted `.env` wrote its variables into os.environ: a process's would end with it.
+            for name in set(os.environ) - set(env):
+                del os.environ[name]
             for logger, (handlers, level, propagate) in zip(loggers, saved, strict=True):
                 for handler in set(logger.handlers) - set(handlers):
                     handler.close()

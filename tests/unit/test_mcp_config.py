@@ -16,6 +16,7 @@ from graph import build_graph
 from graph.log import redact
 from graph.settings import ConfigError, Settings
 from tests.support.scripted import ScriptedModel
+from tests.support.trust import trust_folder
 from tools.mcp import McpConfigError, config_path, mcp_tools, read_config
 from tools.mcp.loader import tool_metadata
 
@@ -142,6 +143,8 @@ def test_the_file_is_found_where_the_settings_say(
     assert config_path() is None  # no mcp.json in the working directory: no MCP tools
     assert mcp_tools() == []
     default = servers(tmp_path)
+    assert config_path() is None  # not trusted yet: ignored (tests/integration/test_folder_trust)
+    trust_folder(tmp_path)
     assert config_path() == default
     monkeypatch.setenv("FERRY_MCP_CONFIG", str(tmp_path / "missing.json"))
     with pytest.raises(McpConfigError, match="FERRY_MCP_CONFIG: .*missing.json is not a file"):

@@ -7,12 +7,14 @@ from pathlib import Path
 import pytest
 
 from graph.settings import ConfigError, Settings, get_settings
+from tests.support.trust import trust_folder
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_shell_wins_over_dotenv(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("FERRY_MAX_ITERATIONS=5\nFERRY_TOKEN_BUDGET=777\n")
+    trust_folder(tmp_path)  # a folder's .env applies once trusted (tests/unit/test_trust.py)
     monkeypatch.setenv("FERRY_MAX_ITERATIONS", "7")
     monkeypatch.delenv("FERRY_TOKEN_BUDGET", raising=False)
     settings = get_settings()

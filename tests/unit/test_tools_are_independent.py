@@ -13,6 +13,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from graph import build_graph
 from graph.settings import Settings
 from tests.support.scripted import ScriptedModel, answer, tool_call
+from tests.support.trust import trust_folder
 from tests.support.turns import ask
 from tools.files import read_file
 from tools.settings import ToolSettings, tool_settings, with_tool_settings
@@ -116,6 +117,7 @@ def test_the_environment_is_read_as_ferry_reads_it(
 
 def test_a_dotenv_file_is_read_standalone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / ".env").write_text("FERRY_SEARCH_MAX_CHARS=777\n")
+    trust_folder(tmp_path)
     assert ToolSettings.from_environment().search_max_chars == 777
     monkeypatch.delenv("FERRY_SEARCH_MAX_CHARS")  # load_dotenv wrote it into os.environ
 

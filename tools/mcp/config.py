@@ -23,9 +23,10 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from tools.mcp.secrets import remember_secrets
+from tools.trust import MCP_FILE, trusted_mcp_file
 
-DEFAULT_FILE = "mcp.json"
-"""Read from the working directory when `FERRY_MCP_CONFIG` is not set and the file exists."""
+DEFAULT_FILE = MCP_FILE
+"""Read from the working directory when `FERRY_MCP_CONFIG` is not set, once the user trusted it."""
 Transport = Literal["stdio", "streamable_http", "sse"]
 _TRANSPORTS: dict[str, Transport] = {
     **{name: "streamable_http" for name in ("http", "streamable_http", "streamable-http")},
@@ -68,7 +69,10 @@ class ServerSpec:
 
 
 def config_path(given: Path | None = None) -> Path | None:
-    """The MCP servers file: `given`, else `FERRY_MCP_CONFIG`, else `./mcp.json` if present.
+    """The MCP servers file: `given`, else `FERRY_MCP_CONFIG`, else `./mcp.json` if trusted.
+
+    A folder's own `mcp.json` runs commands: it is used only once the user trusted it (`ferry
+    trust`), like the folder's `.env`; until then it is named on stderr, once.
 
     Raises:
         McpConfigError: the file named does not exist.
@@ -77,8 +81,7 @@ def config_path(given: Path | None = None) -> Path | None:
         Path(os.environ["FERRY_MCP_CONFIG"]) if os.environ.get("FERRY_MCP_CONFIG") else None
     )
     if named is None:
-        default = Path.cwd() / DEFAULT_FILE
-        return default if default.is_file() else None
+        return trusted_mcp_file()
     if not named.is_file():
         raise McpConfigError(f"FERRY_MCP_CONFIG: {named} is not a file (the MCP servers file)")
     return named
