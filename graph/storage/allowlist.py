@@ -37,6 +37,7 @@ from graph.storage.internals import (
     DeltaChannelHistory,
     DeltaSnapshot,
 )
+from graph.storage.reads import one_read
 
 
 class StoredValueError(ValueError):
@@ -165,9 +166,10 @@ def load_json(data: bytes, allowed: dict[tuple[str, str], type]) -> Any:
 
 @contextmanager
 def naming_thread(config: RunnableConfig | None) -> Iterator[None]:
-    """Prefix a refusal with the thread it was read for."""
+    """Prefix a refusal with the thread it was read for; count what it loads as one read."""
     try:
-        yield
+        with one_read():
+            yield
     except StoredValueError as exc:
         thread = (config or {}).get("configurable", {}).get("thread_id")
         if thread is None or str(exc).startswith("thread "):

@@ -194,3 +194,12 @@ def unpacked(blob: Any) -> list[Record]:
             raise StoredValueError("stored writes are not in Ferry's form")
         records.append((idx, name_of(channel), name_of(type_tag), data))
     return records
+
+
+def merged(stored: list[Record], new: list[Record], replace: bool) -> list[Record]:
+    """A task's records after a `put_writes`: one per index, in index order."""
+    by_index = {record[0]: record for record in stored}
+    for record in new:
+        if replace or record[0] not in by_index:
+            by_index[record[0]] = record
+    return sorted(by_index.values(), key=lambda record: record[0])

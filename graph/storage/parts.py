@@ -115,6 +115,8 @@ class Resolver:
         messages = self._parts[step]
         if offset + count > len(messages):
             raise StoredValueError("a stored write refers past the end of its part")
+        # The part is read once, but each reference is a list of its own: charged as one.
+        self._serde.charge(8 * count)
         return messages[offset : offset + count]
 
 

@@ -29,6 +29,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from graph.log import redact
 from graph.settings import ConfigError, Settings, get_settings
+from graph.storage import reads
 from graph.storage.allowlist import MESSAGE_CLASSES, StoredValueError, Unpacker, allowing, load_json
 from graph.storage.compression import (
     DECOMPRESSORS,
@@ -36,6 +37,7 @@ from graph.storage.compression import (
     VALUES_DICTIONARY,
     compress,
 )
+from graph.storage.footprint import PER_JSON_BYTE, PER_MESSAGE, msgpack_footprint
 
 __all__ = ["MESSAGES", "FerrySerializer", "StoredValueError", "collection_paused", "serializer"]
 
@@ -44,12 +46,15 @@ MESSAGES = "ferry-msgs"
 _AES = "+aes"  # LangGraph's AES cipher (EAX), outermost
 _WORTH_TRYING = 32  # bytes; with the dictionary even a short reply shrinks by half
 MAX_VALUE_BYTES = 32 * 2**20
-"""What one stored value may decompress to (`FERRY_MAX_STORED_VALUE_MB`): a read's memory bound.
+"""What one stored value may decompress to (`FERRY_MAX_STORED_VALUE_MB`).
 
 Ferry's largest values are whole histories (a pruned thread's oldest checkpoint, a part after
 an edit, Postgres's saved copy), a few MB for a thousand turns; a value that would
 decompress beyond the cap is stored uncompressed, so nothing Ferry writes is ever refused.
 """
+READ_FLOOR_VALUES = 2
+"""What any read may take in memory, in values at the cap (`graph.storage.reads`): 64 MB by
+default, beyond which it may take `reads.RATIO` times what it found stored."""
 
 _CLASSES: dict[str, type[BaseMessage]] = {cls.__name__: cls for cls in MESSAGE_CLASSES}
 # Only values msgpack round-trips exactly: a tuple, datetime, UUID, enum, dataclass, subclass of
@@ -72,7 +77,8 @@ class FerrySerializer(SerializerProtocol):
     (`ferry-msgs`, or LangGraph's `msgpack`, `json`, …), then its compression (`+zd1`, or
     `+zstd` / `+zlib` from earlier versions), then `+aes` when encrypted. Every tag written so
     far still loads. Loading never imports or calls anything outside `graph.storage.allowlist`,
-    never decompresses a value beyond `max_value_bytes`, and refuses anything else with a
+    never decompresses a value beyond `max_value_bytes`, never lets one read's values take more
+    memory than its budget (`graph.storage.reads`), and refuses anything else with a
     `StoredValueError`.
     """
 
@@ -109,7 +115,11 @@ class FerrySerializer(SerializerProtocol):
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         """Load a value written by `dumps_typed`, LangGraph's serializer or an earlier Ferry."""
-        type_tag, payload = data
+        with reads.one_read():  # outside any read, a value is a read of its own
+            reads.found(len(data[1]))
+            return self._loads(*data)
+
+    def _loads(self, type_tag: str, payload: bytes) -> Any:
         if type_tag.endswith(_AES):
             type_tag, payload = type_tag.removesuffix(_AES), self._decrypt(payload)
         for suffix, decompress in DECOMPRESSORS.items():
@@ -118,21 +128,45 @@ class FerrySerializer(SerializerProtocol):
                 payload = decompress(payload, self.max_value_bytes)
                 break
         if type_tag == MESSAGES:
+            self.charge(msgpack_footprint(payload, reads.left(self.read_floor)))
             pausing = gc.isenabled()  # a plain check: this runs for every stored message row
             if pausing:
                 gc.disable()
             try:
-                return [_message(name, fields) for name, fields in self._unpacker.unpack(payload)]
+                entries = self._unpacker.unpack(payload)
+                self.charge(PER_MESSAGE * len(entries) if isinstance(entries, list) else 0)
+                return [_message(name, fields) for name, fields in entries]
             finally:
                 if pausing:
                     gc.enable()
         if type_tag == "msgpack":
+            self.charge(msgpack_footprint(payload, reads.left(self.read_floor)))
             return self._unpacker.unpack(payload, ormsgpack.OPT_NON_STR_KEYS)
         if type_tag == "json":
+            self.charge(PER_JSON_BYTE * len(payload))
             return load_json(payload, self._allowed)
         if type_tag in _PLAIN:
+            self.charge(len(payload))
             return _PLAIN[type_tag](payload)
         raise StoredValueError(f"refused to load a stored value of type {type_tag[:40]!r}")
+
+    @property
+    def read_floor(self) -> int:
+        """What any read may take in memory, whatever it found stored (`READ_FLOOR_VALUES`)."""
+        return READ_FLOOR_VALUES * self.max_value_bytes
+
+    def charge(self, cost: int) -> None:
+        """Count `cost` bytes against the read in progress; refuse the read once past its budget.
+
+        Charged before a value is unpacked, so a refused read never holds what it refused.
+        """
+        if (budget := reads.spend(cost, self.read_floor)) is not None:
+            raise StoredValueError(
+                f"a read's stored values would take more than {budget // 2**20} MB in memory "
+                f"once loaded ({reads.RATIO} times their stored size, or {READ_FLOOR_VALUES} × "
+                "FERRY_MAX_STORED_VALUE_MB if more): refused as a likely decompression bomb; "
+                "raise FERRY_MAX_STORED_VALUE_MB to read it"
+            )
 
     def _decrypt(self, payload: bytes) -> bytes:
         if self.cipher is None:

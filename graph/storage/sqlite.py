@@ -238,7 +238,8 @@ class FerrySaver(
                 with self.cursor(transaction=False) as cur:
                     pending = self._pending(cur, number, namespace, step[0])
                 found += 1
-                yield self._tuple(thread_id, namespace, step, pending, values)
+                saved = self._tuple(thread_id, namespace, step, pending, values)
+            yield saved  # outside the read: what the caller reads meanwhile is not part of it
 
     def _pending(
         self, cur: sqlite3.Cursor, number: int, namespace: str, key: Any
@@ -365,7 +366,7 @@ class FerrySaver(
             )
             cur.execute(
                 "INSERT INTO ferry_writes VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (*key, task_path, layout.packed(_merged([], new, replace))),
+                (*key, task_path, layout.packed(layout.merged([], new, replace))),
             )
             if cur.rowcount == 1:
                 self._held.writes_put(_step_key(config), task_id, task_path, writes)
@@ -380,7 +381,7 @@ class FerrySaver(
             cur.execute(
                 "UPDATE ferry_writes SET task_path = ?, records = ? "
                 "WHERE thread = ? AND ns = ? AND id = ? AND task = ?",
-                (task_path, layout.packed(_merged(stored, new, replace)), *key),
+                (task_path, layout.packed(layout.merged(stored, new, replace)), *key),
             )
 
     def first_start(self, thread_id: str, tool_call_id: str) -> bool:
@@ -579,12 +580,3 @@ def _step_key(config: RunnableConfig) -> history.Key:
         configurable.get("checkpoint_ns", ""),
         str(configurable["checkpoint_id"]),
     )
-
-
-def _merged(stored: list[Record], new: list[Record], replace: bool) -> list[Record]:
-    """A task's records after a `put_writes`: one per index, in index order."""
-    by_index = {record[0]: record for record in stored}
-    for record in new:
-        if replace or record[0] not in by_index:
-            by_index[record[0]] = record
-    return sorted(by_index.values(), key=lambda record: record[0])
