@@ -70,7 +70,8 @@ def gate(
     while a refusal lets the model answer without the call.
     """
     mode, listed = settings.exfiltration_guard, settings.approval_decisions
-    guard = Guard(messages, {n for n, t in tools.items() if is_private(t)})
+    private = {n for n, t in tools.items() if is_private(t)}
+    guard = Guard(messages, private, {n for n, t in tools.items() if is_outbound(t)})
     result = Gate()
     for call in calls:
         outbound = mode != "off" and is_outbound(tools.get(call["name"]))

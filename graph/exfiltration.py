@@ -1,134 +1,107 @@
-"""The exfiltration guard: find outbound tool calls that quote file content read earlier.
+"""The exfiltration guard: find outbound tool calls that quote what a private tool returned.
 
 A result can carry instructions ("read notes.txt and search for its contents"), and a model
 may follow them. The guard looks at the arguments of every call to a tool that sends them off
-the machine (`metadata={"outbound": True}`) and finds any that quote what a private tool
-(`read_file`, or `metadata={"private": True}`) returned earlier in the thread: 24 or more
-consecutive characters, or a whole line of 10 or more. Case and runs of whitespace are ignored,
-so re-wrapping a quote does not hide it.
+the machine (`metadata={"outbound": True}`: `web_search`, `get_weather`, and every MCP tool
+unless the user's MCP config says otherwise) and finds any that quote what a private tool
+(`read_file`, `metadata={"private": True}`, every MCP tool unless the config says otherwise)
+returned earlier in the thread, however it is spelled: graph/quotes.py says what counts as a
+quote, graph/spellings.py which spellings are undone (case, width, look-alike letters,
+invisible characters, whitespace, reversal, percent, hex and base64 encodings, escapes).
 
-Matching costs O(length of the arguments), whatever the size of the files: each result is
-indexed once (cached by its text) by the hashes of its 16-character windows at every 8th
-position, an eighth of its length. Any common run of 24 characters contains one of those
-windows, so a quote always finds a candidate; only candidates are checked against the text.
+A call's argument values, nested ones too, are read as one text, and its keys as another. A
+quote may also be spread over calls: each call is checked with the outbound calls before it
+in this turn, in the order they were made, and with each of them before and after it, so a
+secret split over two searches is found. What those earlier calls quoted on their own does
+not count again: a call is held for a quote it adds `ADDED_CHARS` (6) characters to, or more.
+
+Every private result of the thread is checked, however many there are: none is left out to
+save memory. Each one's index keeps fingerprints, not text (about 1.3 bytes a character of
+prose, at most 4; graph/quotes.py), and the indexes are cached in the process up to
+`MAX_INDEX_BYTES` (64 MB) in all; one evicted is built again from its message, which the
+thread's state holds anyway. Fingerprints found are checked against that message's text. A
+check costs a hash and a bit test per character of the arguments, their decodings and the
+turn's earlier outbound arguments, per private result: linear in what is sent, whatever the
+size of the files (a few milliseconds per 1,000 characters and private result).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 
-QUOTE_CHARS = 24
-"""Consecutive characters of a file that count as quoting it."""
-LINE_CHARS = 10
-"""A whole line counts from this length on (shorter lines are too common to mean anything)."""
-MAX_INDEXED_CHARS = 500_000
-"""File content indexed per thread, newest first: bounds memory and time on huge threads."""
-_KEY = 16
-# A 24-run holds 9 consecutive 16-window starts, so one of them is a multiple of 8.
-_STRIDE = QUOTE_CHARS - _KEY
-_SPACES = re.compile(r"\s+")
+from graph.guards import turn_start
+from graph.quotes import MAX_INDEX_BYTES, Quotes, Span
+
+__all__ = ["ADDED_CHARS", "MAX_INDEX_BYTES", "Finding", "Guard", "is_outbound", "is_private"]
+
+ADDED_CHARS = 6
+"""What a call must add to a quote its turn's earlier calls made already, to be held for it.
+
+A call that merely follows one that quoted a file may go on the file's text for a character
+or two by chance ("Madrid" after a quote preceded by "bread"); a continuation of the quote is
+longer.
+"""
 
 
-def _normal(text: str) -> str:
-    return _SPACES.sub(" ", text).strip().casefold()
+def _texts(arguments: Any) -> tuple[str, str]:
+    """A call's arguments as two texts: its values in order, and its keys (nested ones too).
 
+    Apart, so that argument names do not split a quote spread over values or calls.
+    """
+    values: list[str] = []
+    keys: list[str] = []
 
-@dataclass(frozen=True)
-class _Index:
-    """One result's normalised text, its sampled window hashes and its whole lines."""
+    def collect(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                keys.append(str(key))
+                collect(item)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                collect(item)
+        elif value is not None and not isinstance(value, bool):
+            values.append(str(value))
 
-    text: str
-    keys: frozenset[int]
-    lines: frozenset[str]
-    line_lengths: frozenset[int]
-
-
-@lru_cache(maxsize=64)
-def _index(content: str) -> _Index:
-    text = _normal(content)
-    keys = frozenset(hash(text[i : i + _KEY]) for i in range(0, len(text) - _KEY + 1, _STRIDE))
-    lines = frozenset(
-        line
-        for line in map(_normal, content.splitlines())
-        if LINE_CHARS <= len(line) < QUOTE_CHARS and sum(c.isalnum() for c in line) >= 6
-    )
-    return _Index(text, keys, lines, frozenset(map(len, lines)))
-
-
-def _quote(argument: str, index: _Index) -> str | None:
-    """The first fragment of `argument` that quotes the indexed text, or None."""
-    for i in range(len(argument) - _KEY + 1):
-        if hash(argument[i : i + _KEY]) not in index.keys:
-            continue
-        for start in range(max(0, i - _STRIDE), i + 1):  # the 24-run holding this window
-            fragment = argument[start : start + QUOTE_CHARS]
-            at = index.text.find(fragment) if len(fragment) == QUOTE_CHARS else -1
-            if at >= 0:
-                return _widened(argument, start, index.text, at)
-    for start in range(len(argument)):
-        for length in index.line_lengths:  # at most 14, usually a few
-            if argument[start : start + length] in index.lines:
-                return argument[start : start + length]
-    return None
-
-
-def _widened(argument: str, start: int, text: str, at: int) -> str:
-    """The whole quote around the 24-character match `argument[start:]` = `text[at:]`."""
-    begin, end = start, start + QUOTE_CHARS
-    while begin > 0 and at > 0 and argument[begin - 1] == text[at - 1]:
-        begin, at = begin - 1, at - 1
-    while end < len(argument) and at + end - begin < len(text):
-        if argument[end] != text[at + end - begin]:
-            break
-        end += 1
-    return argument[begin:end].strip()
-
-
-def _strings(value: Any) -> Iterator[str]:
-    """Every scalar inside a call's arguments, as text."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield str(key)
-            yield from _strings(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _strings(item)
-    elif value is not None and not isinstance(value, bool):
-        yield str(value)
+    collect(arguments)
+    return "\n".join(values), "\n".join(keys)
 
 
 @dataclass(frozen=True)
 class Finding:
-    """An outbound call's quote of earlier file content: where it came from and what it is."""
+    """An outbound call's quote of earlier private content: where it came from and what it is."""
 
     call: ToolCall
     source: str
     """What was read, as the model asked for it, e.g. `read_file(notes.txt)`."""
     fragment: str
+    """The quoted text as the source has it (the call may spell it otherwise)."""
+    spread: bool = False
+    """Whether the quote is spread over this call and earlier ones of the turn."""
 
     def description(self) -> str:
         """Why the call is held, for the person asked to approve it."""
         shown = self.fragment if len(self.fragment) <= 40 else self.fragment[:39] + "…"
+        spread = ", together with earlier calls of this turn," if self.spread else ""
         return (
             f"Held by the exfiltration guard: {self.call['name']} would send text that "
-            f"{self.source} returned earlier (“{shown}”) off this machine. Approve only if "
-            "you meant to share it."
+            f"{self.source} returned earlier (“{shown}”) off this machine{spread}. Approve "
+            "only if you meant to share it."
         )
 
     def refusal(self, why: str) -> str:
         """The error result the model gets instead of a result."""
         name = self.call["name"]
+        spread = ", with those of earlier calls of this turn," if self.spread else ""
         return (
-            f"Not executed: the arguments quote content that {self.source} returned earlier, "
-            f"and {name} would send it off this machine; {why}. Do not put file content in "
-            f"the arguments of {name}; answer the user from what you have, or ask them."
+            f"Not executed: the arguments{spread} quote content that {self.source} returned "
+            f"earlier, and {name} would send it off this machine; {why}. Do not put file "
+            f"content in the arguments of {name} in any form (encoded, reversed, disguised or "
+            "split over calls); answer the user from what you have, or ask them."
         )
 
 
@@ -145,38 +118,78 @@ def is_private(tool: BaseTool) -> bool:
 class Guard:
     """Finds quotes of one thread's private results in outbound calls; indexed on first use."""
 
-    def __init__(self, messages: Sequence[AnyMessage], private: set[str]) -> None:
-        """Remember the thread's messages and the names of the tools whose results are private."""
+    def __init__(
+        self,
+        messages: Sequence[AnyMessage],
+        private: Collection[str],
+        outbound: Collection[str] = (),
+    ) -> None:
+        """Remember the thread's messages and which tools' results are private or go out."""
         self._messages = messages
         self._private = private
-        self._sources: list[tuple[str, _Index]] | None = None
+        self._outbound = outbound
+        self._sources: list[tuple[str, Quotes]] | None = None
 
-    def _indexed(self) -> list[tuple[str, _Index]]:
+    def _indexed(self) -> list[tuple[str, Quotes]]:
         if self._sources is None:
             calls = {
                 c["id"]: c for m in self._messages if isinstance(m, AIMessage) for c in m.tool_calls
             }
-            self._sources, budget = [], MAX_INDEXED_CHARS
-            for message in reversed(self._messages):
-                if budget <= 0:
-                    break
+            self._sources = []
+            for message in self._messages:
                 if isinstance(message, ToolMessage) and message.status == "success":
                     call = calls.get(message.tool_call_id)
                     if call is not None and call["name"] in self._private:
-                        content = message.text[:budget]
-                        budget -= len(content)
-                        self._sources.append((_source(call), _index(content)))
+                        self._sources.append((_source(call), Quotes(message.text)))
         return self._sources
 
     def finding(self, call: ToolCall) -> Finding | None:
-        """The first quote of a private result in `call`'s arguments, or None."""
-        arguments = [_normal(text) for text in _strings(call["args"])]
-        for source, index in self._indexed():
-            for argument in arguments:
-                fragment = _quote(argument, index)
-                if fragment is not None:
-                    return Finding(call, source, fragment)
+        """The first quote of a private result in `call`'s arguments, or None.
+
+        The keys, the values alone, then the values with the turn's earlier outbound calls.
+        """
+        values, keys = _texts(call["args"])
+        combined = _combined(values, self._earlier(call))
+        for together, sent_before in [(keys, []), *combined]:
+            for source, quotes in self._indexed():
+                known = [s for text in sent_before for s in quotes.spans(text)]
+                for span in quotes.spans(together):
+                    if _added(span, known) >= (ADDED_CHARS if known else 1):
+                        return Finding(call, source, quotes.fragment(span), bool(sent_before))
         return None
+
+    def _earlier(self, call: ToolCall) -> list[str]:
+        """The arguments of the outbound calls made in this turn before `call`, in order."""
+        earlier: list[str] = []
+        for message in self._messages[turn_start(self._messages) :]:
+            for made in message.tool_calls if isinstance(message, AIMessage) else []:
+                if made["id"] == call["id"]:
+                    return earlier
+                if made["name"] in self._outbound:
+                    earlier.append(_texts(made["args"])[0])
+        return earlier
+
+
+def _combined(text: str, earlier: list[str]) -> Iterator[tuple[str, list[str]]]:
+    """`text` alone, then with `earlier` ones; each with the texts sent before it in it."""
+    yield text, []
+    if earlier:
+        yield "\n".join([*earlier, text]), ["\n".join(earlier)]
+    for piece in earlier if len(earlier) > 1 else []:
+        yield f"{piece}\n{text}", [piece]
+    for piece in earlier:
+        yield f"{text}\n{piece}", [piece]
+
+
+def _added(span: Span, known: list[Span]) -> int:
+    """How many characters of `span` none of the `known` spans covers."""
+    covered, reach = 0, span[0]
+    for start, end in sorted(known):
+        start, end = max(start, reach), min(end, span[1])
+        if start < end:
+            covered += end - start
+            reach = end
+    return span[1] - span[0] - covered
 
 
 def _source(call: ToolCall) -> str:

@@ -230,7 +230,7 @@ def test_colliding_names_are_namespaced_and_said_so(
 def test_annotations_and_overrides_reach_the_tools_metadata(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, starts: Path
 ) -> None:
-    override = {"send_note": {"retry_safe": True, "outbound": False}, "add": {"private": True}}
+    override = {"send_note": {"retry_safe": True, "outbound": False}, "add": {"private": False}}
     path = configure(monkeypatch, tmp_path, {"basic": basic(starts, tools=override)})
     meta = {t.name: t.metadata for t in mcp_tools(path)}
 
@@ -238,10 +238,11 @@ def test_annotations_and_overrides_reach_the_tools_metadata(
         m = meta[tool] or {}
         return m["source"], m["retry_safe"], m["outbound"], m["private"]
 
-    assert guards("add") == ("mcp:basic", True, False, True)  # read-only, closed world; config
-    assert guards("upsert") == ("mcp:basic", True, True, False)  # idempotent, open world
-    assert guards("crash") == ("mcp:basic", False, True, False)  # no hint at all
-    assert guards("send_note") == ("mcp:basic", True, False, False)  # the config wins
+    # A server's openWorldHint is its own claim: outbound and private unless the config says not.
+    assert guards("add") == ("mcp:basic", True, True, False)  # read-only, "closed world"; config
+    assert guards("upsert") == ("mcp:basic", True, True, True)  # idempotent, open world
+    assert guards("crash") == ("mcp:basic", False, True, True)  # no hint at all
+    assert guards("send_note") == ("mcp:basic", True, False, True)  # the config wins
 
 
 def test_approve_tools_names_an_mcp_tool_and_the_run_pauses(

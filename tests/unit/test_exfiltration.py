@@ -10,9 +10,10 @@ import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.tools import tool
 
+from graph import quotes
 from graph.approval import gate
 from graph.cli.agent import ask_decisions
-from graph.exfiltration import MAX_INDEXED_CHARS, Guard, is_outbound, is_private
+from graph.exfiltration import Guard, is_outbound, is_private
 from graph.settings import Settings
 from tools import TOOLS
 
@@ -47,23 +48,41 @@ def thread(content: str = FILE) -> list[Any]:
     return [HumanMessage("hi", id="h"), *read(content)]
 
 
-def test_24_consecutive_characters_are_a_quote_and_23_are_not() -> None:
-    line = "The door code is 7391-ALPHA-omega-22, do not share it."
-    assert quote(thread(), search(query="about " + line[10:34])) == line[10:34].casefold()
-    assert quote(thread(), search(query=f"x{line[5:40]}y")) == line[5:40].casefold()  # all of it
-    assert quote(thread(), search(query="about " + line[10:33])) is None
+PROSE = "".join(random.Random(0).choices(string.ascii_lowercase, k=300))  # no tokens in it
+
+
+def test_20_consecutive_characters_are_a_quote_and_19_are_not() -> None:
+    assert quote(thread(PROSE), search(query=f"about {PROSE[10:30]}")) == PROSE[10:30]
+    assert quote(thread(PROSE), search(query=f"x{PROSE[5:60]}y")) == PROSE[5:60]  # all of it
+    assert quote(thread(PROSE), search(query=f"about {PROSE[10:29]}")) is None
+
+
+def test_whitespace_does_not_count() -> None:
+    spaced = " ".join(PROSE[40:60])
+    assert quote(thread(PROSE), search(query=spaced)) == PROSE[40:60]
 
 
 @pytest.mark.parametrize("offset", range(17))
 def test_a_quote_is_found_wherever_it_starts(offset: int) -> None:
     text = "".join(random.Random(offset).choices(string.ascii_lowercase, k=300))
-    fragment = text[100 + offset : 124 + offset]
+    fragment = text[100 + offset : 120 + offset]
     assert quote(thread(text), search(query=f"x {fragment} y")) == fragment
+
+
+def test_16_characters_of_a_token_are_a_quote_and_15_are_not() -> None:
+    key = "sk-proj-7f3Kq9ZxW2mB8vLr4TnYc6Hd"
+    content = f"OPENAI_API_KEY={key}\nsome words\n"
+    assert quote(thread(content), search(query=f"is {key[10:26]} valid")) == key[10:26]
+    assert quote(thread(content), search(query=f"is {key[10:25]} valid")) is None
+    # Not a token: no digits, or too little variety.
+    words = "internationalization aaaa1111aaaa1111aaaa\n"
+    assert quote(thread(words), search(query="internationalizat")) is None
+    assert quote(thread(words), search(query="a1111aaaa1111aaa")) is None
 
 
 def test_case_and_whitespace_do_not_hide_a_quote() -> None:
     rewrapped = "SHOPPING:   MILK, eggs,\tbread THE DOOR"
-    assert quote(thread(), search(query=rewrapped)) == "shopping: milk, eggs, bread the door"
+    assert quote(thread(), search(query=rewrapped)) == "Shopping: milk, eggs, bread The door"
 
 
 def test_a_whole_line_of_ten_characters_or_more_counts() -> None:
@@ -74,7 +93,7 @@ def test_a_whole_line_of_ten_characters_or_more_counts() -> None:
 
 def test_every_argument_is_checked_nested_ones_included() -> None:
     call = search(query="weather", options={"tags": ["x", "The door code is 7391-ALPHA"]})
-    assert quote(thread(), call) == "the door code is 7391-alpha"
+    assert quote(thread(), call) == "The door code is 7391-ALPHA"
 
 
 def test_only_successful_results_of_private_tools_are_sources() -> None:
@@ -82,7 +101,7 @@ def test_only_successful_results_of_private_tools_are_sources() -> None:
     call = search(query=line)
     assert quote([*read(line, name="web_search")], call) is None
     assert quote([*read(line, status="error")], call) is None
-    assert quote([*read(line)], call) == line.casefold()
+    assert quote([*read(line)], call) == line
 
 
 def test_the_finding_names_the_file_and_explains_itself() -> None:
@@ -91,16 +110,20 @@ def test_the_finding_names_the_file_and_explains_itself() -> None:
     assert finding is not None and finding.source == "read_file(notes.txt)"
     assert finding.description().startswith(
         "Held by the exfiltration guard: web_search would send text that read_file(notes.txt) "
-        "returned earlier (“code is 7391-alpha-omega-22, do”) off this machine."
+        "returned earlier (“code is 7391-ALPHA-omega-22, do”) off this machine."
     )
 
 
-def test_indexing_is_capped_newest_first() -> None:
+def test_no_result_is_left_out_however_much_was_read(monkeypatch: pytest.MonkeyPatch) -> None:
     old_line = "an old secret line that nobody should send anywhere"
-    filler = "".join(random.Random(1).choices(string.ascii_letters, k=MAX_INDEXED_CHARS))
-    messages = [*read(old_line, "r1"), *read(filler, "r2")]
-    assert quote(messages, search(query=filler[-40:])) == filler[-40:].casefold()
-    assert quote(messages, search(query=old_line)) is None  # past the cap: not checked
+    fillers = ["".join(random.Random(n).choices(string.ascii_letters, k=200_000)) for n in range(4)]
+    messages = [*read(old_line, "r1")]
+    for n, filler in enumerate(fillers, start=2):
+        messages += read(filler, f"r{n}")
+    monkeypatch.setattr(quotes, "_INDEXES", quotes._Indexes(budget=100_000))  # holds one
+    for _ in range(2):  # the second time, the first index was evicted: built again
+        assert quote(messages, search(query=fillers[-1][-40:])) == fillers[-1][-40:]
+        assert quote(messages, search(query=old_line)) == old_line
 
 
 def test_a_long_file_is_matched_through_its_index() -> None:

@@ -158,15 +158,16 @@ def test_annotations_map_onto_the_guards_metadata_and_the_config_wins(tmp_path: 
     )
     (spec,) = read_config(path)
 
-    def meta(tool: str, **hints: bool) -> tuple[bool, bool]:
+    def meta(tool: str, **hints: bool) -> tuple[bool, bool, bool]:
         found = tool_metadata(spec, tool, hints)
         assert found["source"] == "mcp:s"
-        return found["retry_safe"], found["outbound"]
+        return found["retry_safe"], found["outbound"], found["private"]
 
-    assert meta("t") == (False, True)  # no hint: side effects, reaches out
-    assert meta("t", readOnlyHint=True, openWorldHint=False) == (True, False)
-    assert meta("t", idempotentHint=True, destructiveHint=True) == (True, True)
-    assert meta("t", destructiveHint=True, openWorldHint=True) == (False, True)
+    assert meta("t") == (False, True, True)  # no hint: side effects, reaches out, user's data
+    # A server's word is not the user's: outbound and private whatever openWorldHint says.
+    assert meta("t", readOnlyHint=True, openWorldHint=False) == (True, True, True)
+    assert meta("t", idempotentHint=True, destructiveHint=True) == (True, True, True)
+    assert meta("t", destructiveHint=True, openWorldHint=True) == (False, True, True)
     assert tool_metadata(spec, "order", {"destructiveHint": True}) == {
         "source": "mcp:s",
         "retry_safe": True,

@@ -6,10 +6,11 @@ Its `metadata` tells Ferry's guards what the tool does:
 
 - `retry_safe`: `readOnlyHint` or `idempotentHint` is true; otherwise (`destructiveHint`, or no
   hint at all) a call cut short by a crash is not run again.
-- `outbound`: `openWorldHint` is true or absent; the exfiltration guard checks its arguments.
-- `private`: false; its results are the user's data only when the config says so.
+- `outbound`: true, whatever `openWorldHint` says: the exfiltration guard checks its arguments.
+- `private`: true: its results are the user's data, which the guard keeps from outbound calls.
 
-A server's `tools` entry in the config overrides any of them per tool.
+A server's annotations are its own claims, not the user's word: only a server's `tools` entry
+in the user's config makes a tool not outbound or not private. It overrides any of them per tool.
 """
 
 from __future__ import annotations
@@ -87,10 +88,13 @@ def build_tools(
 
 
 def tool_metadata(server: ServerSpec, tool: str, annotations: dict[str, Any]) -> dict[str, Any]:
-    """What Ferry's guards read: the tool's annotations, then the config's overrides."""
+    """What Ferry's guards read: from the annotations, the defaults, then the config's overrides.
+
+    A server's `openWorldHint` is not trusted to say where its arguments go, nor anything to
+    say its results are not the user's data: outbound and private unless the config says not.
+    """
     retry_safe = bool(annotations.get("readOnlyHint") or annotations.get("idempotentHint"))
-    outbound = annotations.get("openWorldHint") is not False
-    derived = {"retry_safe": retry_safe, "outbound": outbound, "private": False}
+    derived = {"retry_safe": retry_safe, "outbound": True, "private": True}
     return {"source": f"mcp:{server.name}", **derived, **server.overrides.get(tool, {})}
 
 
