@@ -6,6 +6,11 @@ A file written by an earlier Ferry, or by LangGraph's own `SqliteSaver` (handed 
 `ferry_writes` (`graph.storage.layout`): each checkpoint's bytes as they were (never decoded,
 so nothing is lost that this process cannot read, such as values sealed with another key),
 its metadata as LangGraph's JSON. A read-only file is copied into memory and moved there.
+
+A bad row costs its own thread at most: a row no saver could have written (a NULL or empty id,
+a value that is text) is left where it is, and so is one whose checkpoint or task Ferry's
+tables already hold (a stock saver used on the file again, or a planted row): Ferry's is never
+replaced. Both are logged once a move, with a count and their threads.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+from collections.abc import Sequence
 from itertools import groupby
 from typing import Any
 
@@ -72,6 +78,7 @@ def _has_rows(conn: sqlite3.Connection) -> bool:
 
 def _move(conn: sqlite3.Connection) -> int:
     numbers: dict[str, int] = {}
+    left = _Left()
 
     def number(thread_id: str) -> int:
         if thread_id not in numbers:
@@ -80,38 +87,124 @@ def _move(conn: sqlite3.Connection) -> int:
             numbers[thread_id] = int(row.fetchone()[0])
         return numbers[thread_id]
 
-    checkpoints = conn.execute(
-        "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
-        "metadata FROM checkpoints"
-    ).fetchall()
-    for thread_id, namespace, checkpoint_id, parent, type_tag, blob, metadata in checkpoints:
-        conn.execute(
-            "INSERT OR REPLACE INTO ferry_steps VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (number(str(thread_id)), namespace, key_of(checkpoint_id),
+    checkpoints = conn.execute(f"SELECT {', '.join(_CHECKPOINT)} FROM checkpoints").fetchall()
+    moved: list[tuple[Any, ...]] = []
+    for row in checkpoints:
+        thread_id, namespace, checkpoint_id, parent, type_tag, blob, metadata = row
+        if not _movable(row, _CHECKPOINT_TYPES, _CHECKPOINT_IDS):
+            left.add(thread_id, taken=False)
+            continue
+        inserted = conn.execute(
+            "INSERT INTO ferry_steps VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (number(thread_id), namespace, key_of(checkpoint_id),
              key_of(parent) if parent else None, _may_hold_snapshot(parent, metadata),
              type_tag or "null", blob or b"", _text(metadata)),
         )  # fmt: skip
+        if inserted.rowcount == 1:
+            moved.append(row)
+        else:  # never over one of Ferry's rows: a stock saver used again, or a planted row
+            left.add(thread_id, taken=True)
     task_path = "task_path" if _has_task_path(conn) else "''"
+    columns = [*_WRITE[:4], task_path, *_WRITE[5:]]
     writes = conn.execute(
-        f"SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, {task_path}, idx, channel, "
-        "type, value FROM writes ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx"
+        f"SELECT {', '.join(columns)} FROM writes "
+        "ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx"
     )
+    moved_writes: list[tuple[Any, ...]] = []
     for (thread_id, namespace, checkpoint_id, task_id), group in groupby(
         writes, key=lambda row: row[:4]
     ):
         rows = list(group)
-        records = [(idx, channel, t or "null", bytes(v or b"")) for *_, idx, channel, t, v in rows]
-        conn.execute(
-            "INSERT OR REPLACE INTO ferry_writes VALUES (?, ?, ?, ?, ?, ?)",
-            (number(str(thread_id)), namespace, key_of(checkpoint_id), key_of(task_id),
+        if not all(_movable(row, _WRITE_TYPES, _WRITE_IDS) for row in rows):
+            left.add(thread_id, taken=False, rows=len(rows))
+            continue
+        records = [(idx, channel, t or "null", v or b"") for *_, idx, channel, t, v in rows]
+        inserted = conn.execute(
+            "INSERT INTO ferry_writes VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (number(thread_id), namespace, key_of(checkpoint_id), key_of(task_id),
              rows[-1][4], layout.packed(records)),
         )  # fmt: skip
-    conn.execute("DELETE FROM checkpoints")
-    conn.execute("DELETE FROM writes")
+        if inserted.rowcount == 1:
+            moved_writes.extend(rows)
+        else:
+            left.add(thread_id, taken=True, rows=len(rows))
+    _delete_moved(conn, "checkpoints", _CHECKPOINT, moved, everything=not left)
+    _delete_moved(conn, "writes", columns, moved_writes, everything=not left)
     for table in _MOVED_CACHES:
         if has_table(conn, table):
             conn.execute(f"DELETE FROM {table}")
-    return len(checkpoints)
+    left.report()
+    return len(moved)
+
+
+_CHECKPOINT = (
+    "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type", "checkpoint",
+    "metadata",
+)  # fmt: skip
+_WRITE = (
+    "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx", "channel",
+    "type", "value",
+)  # fmt: skip
+_TEXT, _BLOB = (str,), (bytes, type(None))
+_OPTIONAL = (str, type(None))
+# What each column of a row holds as LangGraph's savers write it, and which are ids (not empty).
+_CHECKPOINT_TYPES = (_TEXT, _TEXT, _TEXT, _OPTIONAL, _OPTIONAL, _BLOB, (str, *_BLOB))
+_WRITE_TYPES = (_TEXT, _TEXT, _TEXT, _TEXT, _TEXT, (int,), _TEXT, _OPTIONAL, _BLOB)
+_CHECKPOINT_IDS, _WRITE_IDS = (2,), (2, 3)
+
+
+def _movable(
+    row: tuple[Any, ...], types: tuple[tuple[type, ...], ...], ids: tuple[int, ...]
+) -> bool:
+    """Whether each column holds what LangGraph's savers write there, and no id is empty."""
+    fits = all(type(value) in kinds for value, kinds in zip(row, types, strict=True))
+    return fits and all(row[i] for i in ids)
+
+
+def _delete_moved(
+    conn: sqlite3.Connection,
+    table: str,
+    columns: Sequence[str],
+    moved: list[tuple[Any, ...]],
+    *,
+    everything: bool,
+) -> None:
+    """Delete the rows moved from LangGraph's `table`, leaving any that were not in place."""
+    if everything:
+        conn.execute(f"DELETE FROM {table}")
+        return
+    same = " AND ".join(f"{column} IS ?" for column in columns)  # IS: NULL matches NULL
+    conn.executemany(f"DELETE FROM {table} WHERE {same}", moved)
+
+
+class _Left:
+    """Rows of LangGraph's tables left in place, and whose they are: reported once."""
+
+    def __init__(self) -> None:
+        self.unmovable = 0
+        self.taken = 0
+        self.threads: set[str] = set()
+
+    def add(self, thread_id: Any, *, taken: bool, rows: int = 1) -> None:
+        if taken:
+            self.taken += rows
+        else:
+            self.unmovable += rows
+        self.threads.add(repr(thread_id)[:60] if not isinstance(thread_id, str) else thread_id)
+
+    def __bool__(self) -> bool:
+        return bool(self.unmovable or self.taken)
+
+    def report(self) -> None:
+        if not self:
+            return
+        log.warning(
+            "%d rows of LangGraph's tables left in place, not moved into Ferry's: %d without "
+            "valid ids or values, %d whose checkpoint or task Ferry's tables already hold (kept "
+            "as they are); threads: %s",
+            self.unmovable + self.taken, self.unmovable, self.taken,
+            ", ".join(sorted(self.threads)[:10]),
+        )  # fmt: skip
 
 
 def _may_hold_snapshot(parent: Any, metadata: Any) -> int:

@@ -115,9 +115,12 @@ class FerrySerializer(SerializerProtocol):
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         """Load a value written by `dumps_typed`, LangGraph's serializer or an earlier Ferry."""
+        type_tag, payload = data
+        if not isinstance(type_tag, str) or not isinstance(payload, bytes | bytearray | memoryview):
+            raise StoredValueError("a stored value is not a type tag and bytes")
         with reads.one_read():  # outside any read, a value is a read of its own
-            reads.found(len(data[1]))
-            return self._loads(*data)
+            reads.found(len(payload))
+            return self._loads(type_tag, bytes(payload))
 
     def _loads(self, type_tag: str, payload: bytes) -> Any:
         if type_tag.endswith(_AES):

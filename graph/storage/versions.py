@@ -99,6 +99,8 @@ def _upgrade_rows(conn: sqlite3.Connection, serde: Any) -> None:
         "SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint FROM checkpoints"
     ).fetchall()
     for thread_id, namespace, checkpoint_id, type_tag, blob in rows:
+        if not isinstance(type_tag, str | None) or not isinstance(blob, bytes):
+            continue  # no saver wrote it: the move leaves it where it is, and says so
         try:
             checkpoint = serde.loads_typed((type_tag, blob))
         except StoredValueError as error:  # refused when its thread is read, naming it

@@ -135,3 +135,71 @@ def malformed_records(record: layout.Record) -> dict[str, Any]:
             [[idx, float(layout.NAMES.index(channel)), kind, data]]
         ),
     }
+
+
+# --- rows in LangGraph's own tables, as a file from before Ferry's layout holds them ---------
+
+STOCK_COLUMNS = {
+    "checkpoints": (
+        "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type",
+        "checkpoint", "metadata",
+    ),
+    "writes": (
+        "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx", "channel",
+        "type", "value",
+    ),
+}  # fmt: skip
+
+
+def loosen_stock_tables(conn: Any) -> None:
+    """LangGraph's `checkpoints` and `writes`, rebuilt without their NOT NULLs, rows kept.
+
+    What a file written by another tool (or a person) may hold: its tables are not LangGraph's
+    to enforce.
+    """
+    for table, columns in STOCK_COLUMNS.items():
+        conn.execute(f"CREATE TABLE loose_{table} ({', '.join(columns)})")
+        conn.execute(f"INSERT INTO loose_{table} SELECT {', '.join(columns)} FROM {table}")
+        conn.execute(f"DROP TABLE {table}")
+        conn.execute(f"ALTER TABLE loose_{table} RENAME TO {table}")
+
+
+def plant_stock_row(conn: Any, table: str, **values: Any) -> None:
+    """Insert a row into LangGraph's `table`, its columns as given (the rest NULL)."""
+    columns = ", ".join(values)
+    marks = ", ".join("?" * len(values))
+    conn.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", tuple(values.values()))
+
+
+SPOILED_STOCK_ROWS: dict[str, tuple[str, dict[str, Any]]] = {
+    "a checkpoint with a NULL id": ("checkpoints", {"checkpoint_id": None}),
+    "a checkpoint id that is bytes": ("checkpoints", {"checkpoint_id": b"\x00\xff"}),
+    "a checkpoint with a NULL thread": ("checkpoints", {"thread_id": None}),
+    "a thread id that is bytes": ("checkpoints", {"thread_id": b"bad"}),
+    "a checkpoint with a NULL namespace": ("checkpoints", {"checkpoint_ns": None}),
+    "a parent id that is bytes": ("checkpoints", {"parent_checkpoint_id": b"\x01"}),
+    "a checkpoint that is text": ("checkpoints", {"checkpoint": "not bytes"}),
+    "a type that is bytes": ("checkpoints", {"type": b"\x01"}),
+    "a write with a NULL task": ("writes", {"task_id": None}),
+    "a write with a NULL checkpoint id": ("writes", {"checkpoint_id": None}),
+    "a write whose value is text": ("writes", {"value": "not bytes"}),
+    "a write whose index is text": ("writes", {"idx": "first"}),
+    "a write with a NULL channel": ("writes", {"channel": None}),
+}
+"""Rows of LangGraph's tables no saver could have written, by name: (table, the column spoiled)."""
+
+
+def spoiled_stock_row(name: str, good: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The row `name` of `SPOILED_STOCK_ROWS`, made from a `good` checkpoint row's columns.
+
+    A write is made at that checkpoint, by a task of its own.
+    """
+    table, change = SPOILED_STOCK_ROWS[name]
+    if table == "checkpoints":
+        return table, {**good, **change}
+    write = {
+        "thread_id": good["thread_id"], "checkpoint_ns": good["checkpoint_ns"],
+        "checkpoint_id": good["checkpoint_id"], "task_id": "task", "task_path": "", "idx": 0,
+        "channel": "messages", "type": "msgpack", "value": ormsgpack.packb([]),
+    }  # fmt: skip
+    return table, {**write, **change}
