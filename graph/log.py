@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast
 from urllib.parse import quote, quote_plus, unquote, urlsplit
 
+from graph.controls import printable
+
 if TYPE_CHECKING:
     from graph.settings import Settings
 
@@ -180,7 +182,8 @@ class TextFormatter(logging.Formatter):
             f"{k}={v}" for k, v in record.__dict__.items() if k in _FIELDS and k != "event"
         )
         line = f"{record.levelname.lower()} {record.name}: {record.getMessage()}"
-        return redact(f"{line} ({extras})" if extras else line)
+        # A message may quote a server's stderr or a tool's text: shown, never obeyed.
+        return printable(redact(f"{line} ({extras})" if extras else line))
 
 
 def configure_logging(settings: Settings) -> None:

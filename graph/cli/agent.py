@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 from graph.cli.approvals import CHOICES, ask_decisions
-from graph.cli.terminal import printable
+from graph.cli.terminal import printable, printable_json
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -36,7 +36,7 @@ class UsageError(UserError):
 
 def print_json(value: Any) -> None:
     """Print one JSON object on stdout: all that `--json` prints there."""
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.write(printable_json(json.dumps(value, ensure_ascii=False, default=str)) + "\n")
 
 
 @contextmanager

@@ -122,9 +122,12 @@ def _server_line(server: dict[str, Any]) -> str:
 
 def cmd_info(args: argparse.Namespace) -> int:
     """Print the model, database, files root, tools and changed settings; check the database."""
+    from graph.log import configure_logging
     from graph.settings import get_settings
 
-    report = gather(get_settings())
+    settings = get_settings()
+    configure_logging(settings)  # a server that fails to start says so through Ferry's logs
+    report = gather(settings)
     if args.json:
         print_json(report)
     else:
@@ -158,9 +161,12 @@ def tool_records(settings: Settings) -> list[dict[str, Any]]:
 
 def cmd_tools(args: argparse.Namespace) -> int:
     """List every tool with its source and arguments."""
+    from graph.log import configure_logging
     from graph.settings import get_settings
 
-    records = tool_records(get_settings())
+    settings = get_settings()
+    configure_logging(settings)
+    records = tool_records(settings)
     if args.json:
         print_json({"tools": records})
         return 0

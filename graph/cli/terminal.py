@@ -1,26 +1,7 @@
-r"""Text for a terminal: control characters from models and tools shown, never obeyed.
-
-A web page read by a tool can make a model write `\x1b]0;…\x07` (retitle the window),
-`\x1b[2J` (clear the screen) or worse; printed raw, the terminal would act on them.
-"""
+"""Text for the terminal: `graph.controls`, where Ferry's logs find it too."""
 
 from __future__ import annotations
 
-_KEPT = {ord("\n"), ord("\t")}
-_C0_DEL_C1 = [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]
-_ESCAPES = {code: f"\\x{code:02x}" for code in _C0_DEL_C1 if code not in _KEPT}
+from graph.controls import printable, printable_json
 
-
-def printable(text: str) -> str:
-    r"""Return `text` with each control character replaced by its visible `\xNN` escape.
-
-    Replaced: the C0 controls (U+0000-U+001F) except newline and tab, DEL (U+007F) and the C1
-    controls (U+0080-U+009F); ESC becomes the four characters `\x1b`, so `\x1b[2J` prints as
-    `\x1b[2J` instead of clearing the screen. Each character is replaced on its own, so the
-    pieces of a streamed answer can be escaped one by one. Only what is printed is escaped:
-    stored messages and `--json` output keep the text as it came.
-
-    Args:
-        text: Text from a model, a tool or a stored message.
-    """
-    return text.translate(_ESCAPES)
+__all__ = ["printable", "printable_json"]

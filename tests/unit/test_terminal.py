@@ -2,9 +2,13 @@ r"""`printable`: control characters become visible `\xNN` escapes; other text st
 
 from __future__ import annotations
 
+import json
+import logging
+
 import pytest
 
-from graph.cli.terminal import printable
+from graph.cli.terminal import printable, printable_json
+from graph.log import TextFormatter
 
 
 @pytest.mark.parametrize(
@@ -38,3 +42,17 @@ def test_pieces_escaped_one_by_one_read_as_the_whole_escaped() -> None:
     answer = "Done.\x1b]0;pwned\x07 \x1b[2J"
     pieces = [answer[i : i + 3] for i in range(0, len(answer), 3)]
     assert "".join(printable(p) for p in pieces) == printable(answer)
+
+
+def test_json_text_spells_del_and_c1_as_escapes_and_means_the_same() -> None:
+    value = {"text": "a\x1b[2J\x7f\x85\x9b31m é 日本 🙂", "\x9b": ["\x00"]}
+    text = printable_json(json.dumps(value, ensure_ascii=False))
+    assert text.isprintable() and json.loads(text) == value
+    assert "\\u009b31m" in text and "\\u007f" in text and "é 日本 🙂" in text
+
+
+def test_a_text_log_line_shows_control_characters_escaped() -> None:
+    record = logging.LogRecord(
+        "ferry.mcp", logging.WARNING, __file__, 1, "server said %s", ("\x1b]52;c;eA==\x07",), None
+    )
+    assert TextFormatter().format(record) == "warning ferry.mcp: server said \\x1b]52;c;eA==\\x07"
