@@ -9,7 +9,16 @@ from typing import BinaryIO
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ToolException, tool
 
-from tools.files_walk import EscapesRoot, Found, HiddenPath, Root, open_entry, open_root, walk
+from tools.files_walk import (
+    EscapesRoot,
+    Found,
+    HiddenPath,
+    Root,
+    open_entry,
+    open_root,
+    shown_name,
+    walk,
+)
 from tools.settings import is_system_root, tool_settings
 
 MAX_LINES = 2_000
@@ -33,24 +42,28 @@ def _listing(root: Root, folder: Found) -> str:
     kept = entries[:MAX_LISTED_ENTRIES]
     more = f" (first {len(kept)} shown)" if len(kept) < len(entries) else ""
     count = f"{len(entries)} visible {'entry' if len(entries) == 1 else 'entries'}"
-    header = f"{shown}: a directory with {count}{more}; folders end in /."
-    return "\n".join([header, *kept])
+    odd = any(shown_name(name) != name for _, name in kept)
+    note = "; \\xNN in a name is a byte that is not UTF-8: pass the name as shown" * odd
+    header = f"{shown}: a directory with {count}{more}; folders end in /{note}."
+    return "\n".join([header, *(line for line, _ in kept)])
 
 
-def _entry_line(root: Root, folder: Found, entry: os.DirEntry[str]) -> str:
+def _entry_line(root: Root, folder: Found, entry: os.DirEntry[str]) -> tuple[str, str]:
+    """How an entry is listed, and its name as the folder holds it."""
+    name = shown_name(entry.name)
     if not entry.is_symlink():
-        return entry.name + ("/" if entry.is_dir(follow_symlinks=False) else "")
+        return name + ("/" if entry.is_dir(follow_symlinks=False) else ""), entry.name
     # A symlink is resolved by the same walk a read would take, so nothing outside is looked at.
     try:
         target = walk(root, "/".join((*folder.parts, entry.name)))
     except EscapesRoot:
-        return f"{entry.name} -> (outside the files root)"
+        return f"{name} -> (outside the files root)", entry.name
     except HiddenPath:
-        return f"{entry.name} -> (hidden)"
+        return f"{name} -> (hidden)", entry.name
     except (ToolException, OSError):  # dangling, a loop, or a component that is not a folder
-        return f"{entry.name} -> (broken link)"
+        return f"{name} -> (broken link)", entry.name
     os.close(target.folder_fd)
-    return entry.name + ("/" if target.name is None else "")
+    return name + ("/" if target.name is None else ""), entry.name
 
 
 def _open_text(found: Found, allow_hardlinks: bool) -> BinaryIO:

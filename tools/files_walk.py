@@ -1,15 +1,20 @@
-"""Find a path under the files root without ever leaving it, even while the tree changes.
+r"""Find a path under the files root without ever leaving it, even while the tree changes.
 
 Each component is opened relative to the descriptor of the folder before it, with O_NOFOLLOW, and
 symlinks are resolved here rather than by the kernel. A folder swapped for a symlink between two
 steps can therefore only make a step fail or be looked at again: nothing outside the root is ever
 opened, and no kernel path lookup ever starts anywhere but inside the root.
+
+A name need not be UTF-8 (Linux allows any bytes but `/` and NUL), and such a name as Python
+hands it over, with lone surrogates, is text no model API or checkpoint accepts: it is shown
+with its stray bytes as `\xNN` escapes (`shown_name`), and a walk takes that spelling back.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from collections import deque
 from collections.abc import Iterator
@@ -23,6 +28,24 @@ MAX_SYMLINKS = 40  # the kernel's own limit before ELOOP
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: a FIFO swapped in after the lstat opens at once instead of hanging the tool.
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_STRAY_BYTE = re.compile(r"\\x([89a-f][0-9a-f])", re.IGNORECASE)  # as `shown_name` writes one
+
+
+def shown_name(name: str) -> str:
+    r"""`name` as text: the bytes of a name that are not UTF-8 as `\xNN` escapes, the rest as is."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # the lone surrogates Python decodes such bytes to
+        return os.fsencode(name).decode("utf-8", "backslashreplace")
+    return name
+
+
+def _stray_bytes(name: str) -> str | None:
+    r"""The name on disk that `name` shows, if it has `\xNN` escapes of bytes from 0x80."""
+    if "\\" not in name:
+        return None
+    raw = _STRAY_BYTE.sub(lambda found: chr(0xDC00 + int(found.group(1), 16)), name)
+    return raw if raw != name else None
 
 
 class EscapesRoot(ToolException):
@@ -84,7 +107,7 @@ class Found:
     def shown(self) -> str:
         """The path from the root, as the reply names it."""
         parts = (*self.parts, self.name) if self.name else self.parts
-        return "/".join(parts) or "."
+        return "/".join(map(shown_name, parts)) or "."
 
 
 def walk(root: Root, path: str) -> Found:
@@ -142,7 +165,7 @@ class _Walker:
                 continue
             if name.startswith("."):
                 raise _hidden(self.path)
-            status = os.lstat(name, dir_fd=self.folders[-1])
+            name, status = self._look_up(name)
             if stat.S_ISLNK(status.st_mode):
                 self._follow(name)
             elif stat.S_ISDIR(status.st_mode):
@@ -156,6 +179,15 @@ class _Walker:
     def close(self) -> None:
         for fd in self.folders:
             os.close(fd)
+
+    def _look_up(self, name: str) -> tuple[str, os.stat_result]:
+        """The name of an entry of the current folder and its status, as listed or as shown."""
+        try:
+            return name, os.lstat(name, dir_fd=self.folders[-1])
+        except FileNotFoundError:
+            if (raw := _stray_bytes(name)) is None:  # a name with such bytes, shown escaped
+                raise
+            return raw, os.lstat(raw, dir_fd=self.folders[-1])
 
     def _up(self) -> None:
         if not self.names:
