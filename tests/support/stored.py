@@ -7,6 +7,7 @@ still ran, a planted row) read it here rather than through the graph's state.
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 from graph.storage import layout
@@ -163,3 +164,23 @@ def part_rows(conn: sqlite3.Connection, thread_id: str) -> list[tuple[int, int]]
         "WHERE t.thread_id = ? ORDER BY p.end",
         (thread_id,),
     ).fetchall()
+
+
+def thread_config(thread: str) -> Any:
+    """The run config of one thread."""
+    return {"configurable": {"thread_id": thread}}
+
+
+def converse(db: Path, *threads: str) -> None:
+    """One short answered turn on each of `threads`, stored in Ferry's SQLite file `db`."""
+    from graph import build_graph
+    from graph.settings import Settings
+    from graph.storage import sqlite_saver
+    from tests.support.scripted import ScriptedModel, answer
+
+    graph = build_graph(
+        model=ScriptedModel([answer(f"hello {t}") for t in threads]), tools=[],
+        checkpointer=sqlite_saver(db), settings=Settings(db=db),
+    )  # fmt: skip
+    for thread in threads:
+        graph.invoke({"messages": [("user", f"hi from {thread}")]}, thread_config(thread))

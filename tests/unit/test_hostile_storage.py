@@ -8,7 +8,6 @@ import sys
 import tracemalloc
 import zlib
 from pathlib import Path
-from typing import Any
 
 import pytest
 import zstandard
@@ -31,6 +30,7 @@ from tests.support.hostile_rows import (
 )
 from tests.support.scripted import ScriptedModel, answer
 from tests.support.stored import (
+    converse,
     plant_legacy_step,
     plant_legacy_write_values,
     plant_records,
@@ -38,25 +38,13 @@ from tests.support.stored import (
     plant_step_type,
     plant_write_values,
     step_values,
+    thread_config,
     write_records,
     write_values,
 )
 
 MARKER_NAME = "code-ran"
 PAYLOADS = sorted(hostile_values(Path("/x")))
-
-
-def _converse(db: Path, *threads: str) -> None:
-    graph = build_graph(
-        model=ScriptedModel([answer(f"hello {t}") for t in threads]), tools=[],
-        checkpointer=sqlite_saver(db), settings=Settings(db=db),
-    )  # fmt: skip
-    for thread in threads:
-        graph.invoke({"messages": [("user", f"hi from {thread}")]}, _config(thread))
-
-
-def _config(thread: str) -> Any:
-    return {"configurable": {"thread_id": thread}}
 
 
 def _plant(db: Path, thread: str, where: str, value: tuple[str, bytes]) -> None:
@@ -84,7 +72,7 @@ def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     plant_module(tmp_path, tmp_path / MARKER_NAME)
     monkeypatch.syspath_prepend(str(tmp_path))
     db = tmp_path / "ferry.db"
-    _converse(db, "good", "bad")
+    converse(db, "good", "bad")
     return db
 
 
@@ -109,9 +97,9 @@ def _assert_refused_and_good_reads(db: Path) -> None:
         model=ScriptedModel([]), tools=[], checkpointer=sqlite_saver(db), settings=Settings(db=db)
     )
     with pytest.raises(StoredValueError, match="^thread bad: ") as refused:
-        graph.get_state(_config("bad"))
+        graph.get_state(thread_config("bad"))
     assert "\n" not in str(refused.value)
-    good = graph.get_state(_config("good")).values["messages"]
+    good = graph.get_state(thread_config("good")).values["messages"]
     assert [m.content for m in good] == ["hi from good", "hello good"]
 
 
@@ -174,7 +162,7 @@ def test_malformed_pending_writes_are_refused_naming_their_thread(planted: Path)
         checkpointer=sqlite_saver(planted), settings=Settings(db=planted),
     )  # fmt: skip
     with pytest.raises(RuntimeError, match="provider down"):
-        failing.invoke({"messages": [("user", "again")]}, _config("bad"))
+        failing.invoke({"messages": [("user", "again")]}, thread_config("bad"))
     conn = sqlite3.connect(planted)
     with conn:
         assert plant_records(conn, "bad", "__error__", b"\xc1") == 1
@@ -193,8 +181,8 @@ def test_a_history_with_malformed_writes_is_refused_naming_its_thread(planted: P
         settings=Settings(db=planted),
     )  # fmt: skip
     with pytest.raises(StoredValueError, match="^thread bad: "):
-        list(graph.get_state_history(_config("bad")))
-    assert len(list(graph.get_state_history(_config("good")))) > 1
+        list(graph.get_state_history(thread_config("bad")))
+    assert len(list(graph.get_state_history(thread_config("good")))) > 1
 
 
 def _converse_in_langgraphs_tables(db: Path, *threads: str) -> None:
@@ -207,7 +195,7 @@ def _converse_in_langgraphs_tables(db: Path, *threads: str) -> None:
     )
     assert graph.checkpointer is stock
     for thread in threads:
-        graph.invoke({"messages": [("user", f"hi from {thread}")]}, _config(thread))
+        graph.invoke({"messages": [("user", f"hi from {thread}")]}, thread_config(thread))
     stock.conn.close()
 
 

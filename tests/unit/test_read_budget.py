@@ -30,7 +30,13 @@ from graph.storage import layout, reads, sqlite_saver
 from graph.storage.serde import FerrySerializer, StoredValueError
 from graph.storage.sqlite import FerrySaver, connect
 from tests.support.scripted import ScriptedModel, answer
-from tests.support.stored import plant_records, plant_step, plant_write_values
+from tests.support.stored import (
+    converse,
+    plant_records,
+    plant_step,
+    plant_write_values,
+    thread_config,
+)
 
 MB = 2**20
 
@@ -42,19 +48,6 @@ def _lists(count: int) -> bytes:
 
 def _zstd(data: bytes) -> bytes:
     return zstandard.ZstdCompressor(level=3).compress(data)
-
-
-def _config(thread: str) -> Any:
-    return {"configurable": {"thread_id": thread}}
-
-
-def _converse(db: Path, *threads: str) -> None:
-    graph = build_graph(
-        model=ScriptedModel([answer(f"hello {t}") for t in threads]), tools=[],
-        checkpointer=sqlite_saver(db), settings=Settings(db=db),
-    )  # fmt: skip
-    for thread in threads:
-        graph.invoke({"messages": [("user", f"hi from {thread}")]}, _config(thread))
 
 
 def _plant(db: Path, thread: str, value: tuple[str, bytes]) -> None:
@@ -87,15 +80,15 @@ def _graph(db: Path) -> Any:
 @pytest.fixture
 def two_threads(tmp_path: Path) -> Path:
     db = tmp_path / "ferry.db"
-    _converse(db, "good", "bad")
+    converse(db, "good", "bad")
     return db
 
 
 READS: dict[str, Callable[[Any], Any]] = {
-    "history": lambda graph: graph.get_state(_config("bad")),
-    "checkpoint": lambda graph: graph.checkpointer.get_tuple(_config("bad")),
-    "listing": lambda graph: list(graph.checkpointer.list(_config("bad"))),
-    "async history": lambda graph: asyncio.run(graph.aget_state(_config("bad"))),
+    "history": lambda graph: graph.get_state(thread_config("bad")),
+    "checkpoint": lambda graph: graph.checkpointer.get_tuple(thread_config("bad")),
+    "listing": lambda graph: list(graph.checkpointer.list(thread_config("bad"))),
+    "async history": lambda graph: asyncio.run(graph.aget_state(thread_config("bad"))),
 }
 
 
@@ -122,7 +115,7 @@ def test_a_351_byte_write_is_refused_before_it_unpacks_into_gigabytes(
     assert peak < 64 * MB, f"the read allocated {peak // MB} MB"
     assert raised is not None and str(raised).startswith("thread bad: ")
     assert "FERRY_MAX_STORED_VALUE_MB" in str(raised) and "\n" not in str(raised)
-    good = graph.get_state(_config("good")).values["messages"]
+    good = graph.get_state(thread_config("good")).values["messages"]
     assert [m.content for m in good] == ["hi from good", "hello good"]
 
 
@@ -139,7 +132,7 @@ def test_many_values_each_under_the_cap_are_refused_once_the_read_passes_its_bud
         assert plant_records(conn, "bad", "messages", planted)
     conn.close()
     graph = _graph(two_threads)
-    peak, raised = _peak(lambda: list(graph.checkpointer.list(_config("bad"))))
+    peak, raised = _peak(lambda: list(graph.checkpointer.list(thread_config("bad"))))
     assert peak < 16 * MB, f"the read allocated {peak // MB} MB"
     assert raised is not None and str(raised).startswith("thread bad: ")
 
@@ -157,7 +150,7 @@ def test_a_read_that_other_threads_run_meanwhile_costs_only_its_own_thread(
         start.wait()
         try:
             for _ in range(5):
-                results[thread] = graph.get_state(_config(thread)).values["messages"]
+                results[thread] = graph.get_state(thread_config(thread)).values["messages"]
         except StoredValueError as exc:
             results[thread] = exc
 
@@ -202,14 +195,14 @@ def test_an_honest_long_thread_reads_cold_under_a_small_floor(tmp_path: Path) ->
         checkpointer=saver, settings=Settings(db=db),
     )  # fmt: skip
     for turn in range(turns):
-        graph.invoke({"messages": [("user", f"question {turn}")]}, _config("long"))
+        graph.invoke({"messages": [("user", f"question {turn}")]}, thread_config("long"))
     cold = FerrySaver(connect(db), FerrySerializer(max_value_bytes=16 * 1024))
     reader = build_graph(
         model=ScriptedModel([]), tools=[], checkpointer=cold, settings=Settings(db=db)
     )
-    messages = reader.get_state(_config("long")).values["messages"]
+    messages = reader.get_state(thread_config("long")).values["messages"]
     assert len(messages) == 2 * turns
-    assert len(list(reader.get_state_history(_config("long")))) > turns
+    assert len(list(reader.get_state_history(thread_config("long")))) > turns
 
 
 def test_the_budget_names_the_setting_that_raises_it() -> None:
