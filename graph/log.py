@@ -49,6 +49,11 @@ def redact(text: str) -> str:
     return _AUTH_HEADER.sub(rf"\1 {REDACTED}", _scrubber(_secret_variables()).scrub(text))
 
 
+def is_secret_name(name: str) -> bool:
+    """Whether a variable's name says it holds a secret (`*KEY*`, `*TOKEN*`, `*PASS*`, …)."""
+    return bool(_SECRET_NAME.search(name))
+
+
 def _secret_variables() -> tuple[tuple[str, str], ...]:
     """The variables that may hold a secret: the cache key of `_scrubber`, cheap to compare.
 
@@ -59,7 +64,7 @@ def _secret_variables() -> tuple[tuple[str, str], ...]:
         for name, value in os.environ.items()
         if len(value) >= _MIN_LENGTH
         and name not in _NOT_SECRET
-        and ("@" in value or _SECRET_NAME.search(name))
+        and ("@" in value or is_secret_name(name))
     ) + tuple((name, value) for name, value in _mcp_secrets() if len(value) >= _MIN_LENGTH)
 
 
@@ -103,7 +108,7 @@ def _secret_values(variables: Iterable[tuple[str, str]]) -> set[str]:
     """The secrets themselves: secret-named values and the passwords inside URLs."""
     values: set[str] = set()
     for name, value in variables:
-        if _SECRET_NAME.search(name):
+        if is_secret_name(name):
             values |= {value, value.strip()}
         try:
             password = urlsplit(value.strip()).password

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 from graph.cli.approvals import CHOICES, ask_decisions
-from graph.cli.terminal import printable, printable_json
+from graph.controls import printable, printable_json
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from graph.cli.agent import UsageError, UserError, print_json
-from graph.cli.terminal import printable
+from graph.controls import printable
 
 _BASE_URL_SETTINGS = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
 

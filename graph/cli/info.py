@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graph.cli.agent import print_json
-from graph.cli.terminal import printable
+from graph.controls import printable
 
 if TYPE_CHECKING:
     from graph.settings import Settings

@@ -14,7 +14,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StreamMode
 
 from graph.cli.interrupt import run_in_background
-from graph.cli.terminal import printable
+from graph.controls import printable
 from graph.guards import token_usage, unanswered_calls
 from graph.hitl import awaiting
 from graph.nodes import RunContext

@@ -17,7 +17,7 @@ from graph.cli.agent import (
     print_json,
     thread_config,
 )
-from graph.cli.terminal import printable
+from graph.controls import printable
 
 if TYPE_CHECKING:
     from graph.settings import Settings

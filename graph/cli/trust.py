@@ -9,20 +9,17 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import re
 import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graph.cli.agent import UserError, print_json
-from graph.cli.terminal import printable
+from graph.controls import printable
 
 if TYPE_CHECKING:
     from tools.trust import FolderFile
 
-# The names whose values graph/log.py redacts: shown as set, never with their value.
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH(?!OR)", re.IGNORECASE)
 _EFFECT = (
     "Ferry now reads these files when it runs in {folder} (the .env's variables, the servers "
     "file's commands); a file that changes is ignored until you trust it again. "
@@ -31,12 +28,14 @@ _EFFECT = (
 
 
 def describe_dotenv(text: str) -> list[str]:
-    """What a `.env` sets: `NAME=value`, a secret's value left out."""
+    """What a `.env` sets: `NAME=value`, a secret's value (as Ferry's logs redact it) left out."""
     from dotenv import dotenv_values
+
+    from graph.log import is_secret_name
 
     values = dotenv_values(stream=io.StringIO(text), interpolate=False)
     return [
-        f"{name}=(secret, not shown)" if _SECRET_NAME.search(name) else f"{name}={value or ''}"
+        f"{name}=(secret, not shown)" if is_secret_name(name) else f"{name}={value or ''}"
         for name, value in values.items()
     ]
 

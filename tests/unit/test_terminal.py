@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from graph.cli.terminal import printable, printable_json
+from graph.controls import printable, printable_json
 from graph.log import TextFormatter
 
 
