@@ -183,18 +183,18 @@ def load_dotenv(path: Path | None = None) -> None:
     in between is not used.
     """
     path = path or Path.cwd() / ENV_FILE
-    found = read_folder_file(path)
-    if found is not None and status(found, _records()) == "trusted":
+    found, records = read_folder_file(path), _records()
+    if found is not None and status(found, records) == "trusted":
         dotenv.load_dotenv(stream=io.StringIO(found.text()), override=False)
-    _announce(path.parent, path.name)
+    _announce(path.parent, records, {path.name: found}, path.name)
 
 
 def trusted_mcp_file(folder: Path | None = None) -> Path | None:
     """The folder's `mcp.json` (the working folder's by default) if it is there and trusted."""
     path = (folder or Path.cwd()) / MCP_FILE
-    trusted = is_trusted(path)
-    _announce(path.parent, ENV_FILE)
-    return path if trusted else None
+    found, records = read_folder_file(path), _records()
+    _announce(path.parent, records, {MCP_FILE: found})
+    return path if found is not None and status(found, records) == "trusted" else None
 
 
 def _records() -> dict[str, dict[str, str]]:
@@ -208,17 +208,22 @@ def _records() -> dict[str, dict[str, str]]:
         return {}
 
 
-def _announce(folder: Path, env_name: str) -> None:
-    """Say on stderr, in one line and once per process, which folder files were ignored."""
+def _announce(
+    folder: Path,
+    records: dict[str, dict[str, str]],
+    read: dict[str, FolderFile | None],
+    env_name: str = ENV_FILE,
+) -> None:
+    """Say on stderr, in one line and once per process, which folder files were ignored.
+
+    `read`: the folder's files the caller read already, by name; the others are read here.
+    """
     names = [env_name] + ([] if os.environ.get("FERRY_MCP_CONFIG") else [MCP_FILE])
-    present = [f for f in map(read_folder_file, (folder / n for n in names)) if f is not None]
-    if not present:
-        return
-    records = _records()
-    ignored = [(f, status(f, records)) for f in present if status(f, records) != "trusted"]
-    if not ignored:
-        return
-    _say_once(*[(f.key, f.sha256) for f, _ in ignored], message=_notice(ignored))
+    files = (read[n] if n in read else read_folder_file(folder / n) for n in names)
+    ignored = [(f, status(f, records)) for f in files if f is not None]
+    ignored = [(f, s) for f, s in ignored if s != "trusted"]
+    if ignored:
+        _say_once(*[(f.key, f.sha256) for f, _ in ignored], message=_notice(ignored))
 
 
 def _notice(ignored: list[tuple[FolderFile, Status]]) -> str:
