@@ -1,4 +1,5 @@
-"""Fixtures shared by the integration tests: one PostgreSQL server for the session."""
+"""Fixtures shared by the integration tests: one PostgreSQL server for the session, MCP sessions
+closed after each test that opens them."""
 
 from __future__ import annotations
 
@@ -24,3 +25,12 @@ def postgres_server() -> Iterator[PostgresServer]:
     server = PostgresServer.start(bin_dir)
     yield server
     server.stop()
+
+
+@pytest.fixture
+def mcp_sessions_closed() -> Iterator[None]:
+    """Each test starts its own MCP servers (in-process CLI runs too): all exit at its end."""
+    from tools.mcp import close_sessions
+
+    yield
+    close_sessions()

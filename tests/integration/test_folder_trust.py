@@ -19,19 +19,12 @@ from tests.support.langgraph_dev import project_folder, server_log, serving
 from tests.support.servers.base import LoopbackServer
 from tests.support.servers.openai import OpenAIServer, openai_answer
 from tests.support.trust import trust_folder
-from tools.mcp import close_sessions
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("mcp_sessions_closed")]
 REAL_KEY = "sk-real-user-key-0123456789"
 IGNORED_MCP = "ferry: ignored ./mcp.json (not trusted; run 'ferry trust' to use it)"
 IGNORED_ENV = "ferry: ignored ./.env (not trusted; run 'ferry trust' to use it)"
 IGNORED_BOTH = "ferry: ignored ./.env and ./mcp.json (not trusted; run 'ferry trust' to use them)"
-
-
-@pytest.fixture(autouse=True)
-def _closed_sessions() -> Iterator[None]:
-    yield
-    close_sessions()  # the in-process CLI's
 
 
 @pytest.fixture

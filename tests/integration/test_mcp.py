@@ -40,14 +40,7 @@ BUILT_INS = [t.name for t in TOOLS]
 BASIC_TOOLS = ["add", "send_note", "upsert", "basic__calculator", "pid", "secrets"]
 BASIC_TOOLS += ["crash", "hang", "huge", "record", "fail"]
 
-pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(autouse=True)
-def _closed_sessions() -> Iterator[None]:
-    """Each test starts its own servers; all of them exit at its end."""
-    yield
-    close_sessions()
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("mcp_sessions_closed")]
 
 
 @pytest.fixture

@@ -21,17 +21,10 @@ from tests.support.langgraph_dev import langgraph_dev
 from tests.support.mcp import stdio_entry, write_config
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
 from tests.support.trust import trust_folder
-from tools.mcp import close_sessions
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("mcp_sessions_closed")]
 EXIT_TIMEOUT_S = 20.0
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(autouse=True)
-def _closed_sessions() -> Iterator[None]:
-    yield
-    close_sessions()  # the in-process CLI's
 
 
 @pytest.fixture
