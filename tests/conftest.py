@@ -21,6 +21,22 @@ from tests.support.scripted import ScriptedModel, Step
 
 pytest_plugins = ["tests.support.pg_threads"]  # `replays`, for the Postgres history tests
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C as in a terminal, however the suite was started.
+
+    A shell starts a background job (`make test &`, `nohup … &`) with SIGINT ignored, pytest's
+    workers inherit that, and so would the `ferry` processes the Ctrl-C tests interrupt: Ferry
+    keeps an ignored Ctrl-C ignored. A signal this process handles is reset to its default in
+    the processes it starts.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 _SECRETS = ("OPENAI_API_KEY", "TAVILY_API_KEY", "ANTHROPIC_API_KEY", "LANGSMITH_API_KEY")
 
 

@@ -88,7 +88,9 @@ def one_interrupt() -> Iterator[None]:
     and print a traceback. Only the main thread may set signal handlers; elsewhere (an
     embedding program, a test worker) nothing changes.
     """
-    if threading.current_thread() is not threading.main_thread():
+    # A process started immune to Ctrl-C (`nohup ferry … &`, a background job) stays so.
+    immune = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if threading.current_thread() is not threading.main_thread() or immune:
         yield
         return
 

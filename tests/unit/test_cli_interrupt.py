@@ -42,11 +42,26 @@ def test_the_runs_error_is_raised_in_the_reader() -> None:
     reason="signal handlers can be set only in the main thread",
 )
 def test_only_the_first_ctrl_c_interrupts() -> None:
+    before = signal.getsignal(signal.SIGINT)  # Python's handler, as in a terminal (conftest)
     with one_interrupt():
         with pytest.raises(KeyboardInterrupt):
             signal.raise_signal(signal.SIGINT)
         signal.raise_signal(signal.SIGINT)  # ignored: no second KeyboardInterrupt
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+@pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(),
+    reason="signal handlers can be set only in the main thread",
+)
+def test_a_process_started_immune_to_ctrl_c_stays_immune() -> None:
+    started_with = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `nohup ferry … &` starts
+    try:
+        with one_interrupt():
+            signal.raise_signal(signal.SIGINT)  # ignored: no KeyboardInterrupt
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, started_with)
 
 
 def _state(*messages: object, next: tuple[str, ...] = ()) -> SimpleNamespace:
