@@ -18,10 +18,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot, StateUpdate
 
-from graph.lease import aleased, leased, remember_settings
-from graph.lifecycle import continuation, finished_results
 from graph.nodes import AgentNodes, RunContext
-from graph.provenance import (
+from graph.policy.provenance import (
     refuse_client_command,
     refuse_client_results,
     refuse_release_writes,
@@ -30,6 +28,8 @@ from graph.provenance import (
 from graph.routing import route_after_check
 from graph.settings import ConfigError, Settings, get_settings
 from graph.state import FerryInput, FerryOutput, FerryState
+from graph.threads.lease import aleased, leased, remember_settings
+from graph.threads.lifecycle import continuation, finished_results
 
 log = logging.getLogger("ferry.loop")
 
@@ -41,7 +41,7 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
     to know when it started, without callers having to pass anything. Every write a client
     makes (run input, `Command.update`, `update_state`) is checked first: it may not supply the
     result of a call Ferry issued, route the run (`Command.goto`) or release a tool call
-    (graph/provenance.py). `invoke` runs through `stream` and
+    (graph/policy/provenance.py). `invoke` runs through `stream` and
     `ainvoke` through `astream`, and so does the server (`astream`, `astream_events`); the
     `update_state` family runs through `bulk_update_state`.
     """
@@ -121,7 +121,7 @@ def _before_run(graph_input: Any, state: StateSnapshot) -> tuple[list[StateUpdat
     """The checks every entry point makes before a run: what to store first, and the input.
 
     A client may not supply the result of a call Ferry issued. New input first stores what
-    the steps that finished before a crash wrote (`graph.lifecycle.finished_results`); a run
+    the steps that finished before a crash wrote (`graph.threads.lifecycle.finished_results`); a run
     without input completes an unfinished turn even when nothing is planned for it.
     """
     refuse_client_results(tool_results_in(graph_input), state)

@@ -26,17 +26,19 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 
-from graph import approval, guards, provenance, side_effects
+from graph import guards
 from graph.execution import node_output, results_of, run_call, tool_node
 from graph.models import make_model
 from graph.models.calls import ModelTimeout, ReplyCutShort, cut_short, invoke_within
+from graph.policy import approval, provenance
+from graph.policy.provenance import release_mark
 from graph.prompt import for_model
-from graph.provenance import release_mark
 from graph.routing import ToolTask
 from graph.run import CAN_APPROVE, RunContext, emit, run_ids, seconds_left
 from graph.settings import Settings
 from graph.state import FerryState, StopReason, merge_messages
 from graph.storage.internals import task_state
+from graph.threads import side_effects
 from tools.settings import ToolSettings, with_tool_settings
 
 log = logging.getLogger("ferry.loop")

@@ -11,7 +11,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from graph.hitl import ALL_DECISIONS, DecisionType
+from graph.policy.hitl import ALL_DECISIONS, DecisionType
 from tools.settings import ToolSettings, is_system_root
 from tools.trust import load_dotenv
 

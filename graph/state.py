@@ -278,7 +278,7 @@ class FerryState(TypedDict, total=False):
     """Consecutive failures per tool on this thread, for the circuit breaker."""
     released_calls: str
     """Marks of the calls `check` last let run, space-separated; `execute_tool` runs no other
-    (graph.provenance)."""
+    (graph.policy.provenance)."""
 
 
 class FerryInput(TypedDict):

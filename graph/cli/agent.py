@@ -60,7 +60,7 @@ def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryG
     with open_saver(settings) as saver:
         graph = build_graph(model=model, tools=tools, checkpointer=saver, settings=settings)
         if getattr(args, "wait", False):  # wait for a busy thread instead of failing at once
-            from graph.lease import WAIT_FOR_THREAD
+            from graph.threads.lease import WAIT_FOR_THREAD
 
             graph = graph.with_config(configurable={WAIT_FOR_THREAD: True})
         yield graph
@@ -223,8 +223,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def has_unfinished_run(state: Any) -> bool:
-    """Whether `resume` has work (`graph.lifecycle.run_has_work`, imported when needed)."""
-    from graph.lifecycle import run_has_work
+    """Whether `resume` has work (`graph.threads.lifecycle.run_has_work`, imported when needed)."""
+    from graph.threads.lifecycle import run_has_work
 
     return run_has_work(state)
 

@@ -34,11 +34,11 @@ def _model_server_error(exc: BaseException) -> str | None:
 
 def classify(exc: BaseException) -> tuple[int, str, str]:
     """The exit code, the error's type for `--json`, and its one-line message."""
-    from graph.lease import ThreadBusy
     from graph.log import redact
     from graph.settings import ConfigError
     from graph.storage import DatabaseError
     from graph.storage.allowlist import StoredValueError
+    from graph.threads.lease import ThreadBusy
 
     message = redact(str(exc))
     if isinstance(exc, UsageError):

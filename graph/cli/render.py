@@ -16,8 +16,8 @@ from langgraph.types import StreamMode
 from graph.cli.interrupt import run_in_background
 from graph.controls import printable
 from graph.guards import token_usage, unanswered_calls
-from graph.hitl import awaiting
 from graph.nodes import RunContext
+from graph.policy.hitl import awaiting
 
 
 @dataclass

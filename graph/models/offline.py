@@ -26,8 +26,8 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from graph.fence import unfenced
 from graph.models.planner import Intent, first_number, parse_intents
+from graph.policy.fence import unfenced
 
 HELP = (
     "I am Ferry's offline planner, not a language model, so I only understand: arithmetic "

@@ -2,7 +2,7 @@
 
 The server turns a run's `command.goto` (a node name, or `{"node", "input"}` sends) into
 `Command(goto=…)`, which would start a tool task with any arguments, past approval and the
-guards. `FerryGraph` refuses such a command whoever sends it (graph/provenance.py); here the
+guards. `FerryGraph` refuses such a command whoever sends it (graph/policy/provenance.py); here the
 server refuses the run before creating it, so a client gets a 400 naming the rule instead of
 a run that fails.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from langgraph_sdk import Auth
 
-from graph.provenance import GOTO_REFUSED
+from graph.policy.provenance import GOTO_REFUSED
 
 
 def refuse_goto(server_auth: Auth) -> None:

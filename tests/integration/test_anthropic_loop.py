@@ -16,8 +16,8 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from graph import build_graph
-from graph.fence import fenced_data
 from graph.guards import turn_counters
+from graph.policy.fence import fenced_data
 from graph.prompt import SYSTEM_PROMPT
 from graph.settings import Settings
 from graph.storage import sqlite_saver

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from graph.builder import build_graph
-from graph.lease import WAIT_FOR_THREAD, ThreadBusy, thread_lease
 from graph.settings import Settings
 from graph.storage import sqlite_saver
 from graph.storage.postgres import async_postgres_saver, open_postgres_saver
+from graph.threads.lease import WAIT_FOR_THREAD, ThreadBusy, thread_lease
 from tests.support.cli_helpers import ferry, ferry_env
 from tests.support.pgserver import PostgresServer
 
@@ -46,7 +46,7 @@ def test_a_ferry_process_on_a_busy_thread_exits_1_with_one_line(tmp_path: Path) 
 
 HOLDER = """
 import sys, time
-from graph.lease import thread_lease
+from graph.threads.lease import thread_lease
 from graph.settings import Settings
 from graph.storage.postgres import async_postgres_saver, open_postgres_saver
 with open_postgres_saver(sys.argv[1]) as saver:

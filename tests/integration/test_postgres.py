@@ -22,9 +22,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 
-from graph.fence import fenced_data
 from graph.guards import turn_counters
 from graph.models import ConfigError
+from graph.policy.fence import fenced_data
 from graph.settings import Settings
 from graph.storage.postgres import FerryPostgresSaver, open_postgres_saver
 from graph.storage.serde import StoredValueError

@@ -20,7 +20,7 @@ from langchain.agents.middleware.human_in_the_loop import HITLResponse, RejectDe
 from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import BadRequestError
 
-from graph.provenance import GOTO_REFUSED, NOT_RELEASED
+from graph.policy.provenance import GOTO_REFUSED, NOT_RELEASED
 from tests.support.cli_helpers import ferry_env
 from tests.support.langgraph_dev import langgraph_dev
 
@@ -41,7 +41,8 @@ def server(tmp_path: Path) -> Iterator[tuple[SyncLangGraphClient, str]]:
         LANGGRAPH_CLI_NO_ANALYTICS="1",
         LANGGRAPH_NO_VERSION_CHECK="true",
     )
-    refused = ("graph.provenance.ClientCommandError",)  # logged with a traceback by the server
+    # logged with a traceback by the server
+    refused = ("graph.policy.provenance.ClientCommandError",)
     with langgraph_dev(tmp_path, env, expected_errors=refused) as client:
         thread_id = client.threads.create()["thread_id"]
         question = {"messages": [{"role": "user", "content": "read notes.txt"}]}

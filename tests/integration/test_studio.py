@@ -29,9 +29,9 @@ from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import BadRequestError
 from pydantic import TypeAdapter
 
-from graph.lease import thread_lease
 from graph.settings import Settings
 from graph.storage import sqlite_saver
+from graph.threads.lease import thread_lease
 from tests.support.cli_helpers import (
     UUID4,
     Ferry,
@@ -124,7 +124,8 @@ def held_lease(db: Path, thread_id: str) -> Iterator[None]:
 def test_a_thread_run_through_the_server_continues_in_the_cli(
     cli: Ferry, tmp_path: Path, env: dict[str, str]
 ) -> None:
-    busy = ("graph.lease.ThreadBusy",)  # provoked below, logged with a traceback by the server
+    # provoked below, logged with a traceback by the server
+    busy = ("graph.threads.lease.ThreadBusy",)
     with langgraph_dev(tmp_path, env, expected_errors=busy) as client:
         thread_id = client.threads.create()["thread_id"]
         parts = list(
@@ -290,7 +291,8 @@ def test_studio_shows_the_schemas_and_decides_approvals_in_langchains_format(
 ) -> None:
     env = {**env, "FERRY_APPROVE_TOOLS": "calculator:approve|reject|respond"}
     question = {"messages": [{"role": "user", "content": "What is 150 * 3?"}]}
-    refused = ("graph.provenance.ClientToolResultError",)  # logged with a traceback by the server
+    # logged with a traceback by the server
+    refused = ("graph.policy.provenance.ClientToolResultError",)
     with langgraph_dev(tmp_path, env, expected_errors=refused) as client:
         [assistant] = client.assistants.search(graph_id="agent")
         schemas = client.assistants.get_schemas(assistant["assistant_id"])

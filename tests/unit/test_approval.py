@@ -27,8 +27,8 @@ from langchain_core.tools import BaseTool
 from langgraph.types import Command
 from pydantic import TypeAdapter
 
-from graph import approval
 from graph.cli.agent import ask_decisions
+from graph.policy import approval
 from graph.settings import ConfigError, get_settings
 from tests.support.cli_helpers import Ferry
 from tests.support.file_tools import RUNS, delete_file, peek

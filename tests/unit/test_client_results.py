@@ -17,8 +17,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, StateUpdate
 
 from graph import build_graph
-from graph.approval import UNDECIDED
-from graph.provenance import ClientToolResultError
+from graph.policy.approval import UNDECIDED
+from graph.policy.provenance import ClientToolResultError
 from graph.settings import Settings
 from tests.support.file_tools import RUNS, delete_file
 from tests.support.scripted import ScriptedModel, answer, tool_call

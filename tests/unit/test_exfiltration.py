@@ -10,10 +10,10 @@ import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.tools import tool
 
-from graph import quotes
-from graph.approval import gate
 from graph.cli.agent import ask_decisions
-from graph.exfiltration import Guard, is_outbound, is_private
+from graph.policy import quotes
+from graph.policy.approval import gate
+from graph.policy.exfiltration import Guard, is_outbound, is_private
 from graph.settings import Settings
 from tools import TOOLS
 

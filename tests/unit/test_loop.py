@@ -17,8 +17,8 @@ from langchain_core.tools import BaseTool, ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph
-from graph.fence import fence_value, fenced_data
 from graph.guards import turn_counters
+from graph.policy.fence import fence_value, fenced_data
 from graph.settings import Settings
 from graph.storage import sqlite_saver
 from tests.support.fixtures import Agent, Scripted

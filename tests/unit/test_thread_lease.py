@@ -1,4 +1,4 @@
-"""One run at a time per thread: the lease in the thread's SQLite file (graph/lease.py)."""
+"""One run at a time per thread: the lease in the thread's SQLite file (graph/threads/lease.py)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from graph.builder import FerryGraph, build_graph
-from graph.lease import WAIT_FOR_THREAD, ThreadBusy, thread_lease
 from graph.settings import Settings
 from graph.storage import FerrySaver, sqlite_saver
 from graph.storage.leases import LEASES_TABLE, process_start_token
+from graph.threads.lease import WAIT_FOR_THREAD, ThreadBusy, thread_lease
 from tests.support.cli_helpers import Ferry, ferry_env
 
 QUESTION = {"messages": [("user", "What is 2 + 3?")]}

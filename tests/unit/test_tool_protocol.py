@@ -21,7 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import InjectedState, ToolRuntime
 from langgraph.types import Command, interrupt
 
-from graph.fence import fenced_data
+from graph.policy.fence import fenced_data
 from graph.run import RunContext
 from graph.storage import sqlite_saver
 from tests.support.fixtures import Agent, Scripted

@@ -26,7 +26,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Send, StateUpdate
 
 from graph.nodes import RunContext
-from graph.provenance import (
+from graph.policy.provenance import (
     NOT_RELEASED,
     ClientCommandError,
     UnreleasedCallError,

@@ -1,7 +1,8 @@
 """Human approval of chosen tools: the run pauses, a person decides each held call.
 
-The pause is a LangGraph interrupt in LangChain's human-in-the-loop format (graph/hitl.py), so
-the CLI, Python, Studio and agent-chat-ui all see the same held calls and resume the same way:
+The pause is a LangGraph interrupt in LangChain's human-in-the-loop format
+(graph/policy/hitl.py), so the CLI, Python, Studio and agent-chat-ui all see the same held
+calls and resume the same way:
 
     Command(resume={"decisions": [{"type": "approve"}, {"type": "reject", "message": "..."}]})
 
@@ -12,7 +13,7 @@ is refused: nothing runs, and the run pauses again on the same calls, the error 
 call's description.
 
 Two things hold a call: its tool is listed in `FERRY_APPROVE_TOOLS`, or the exfiltration guard
-finds it quoting file content (graph/exfiltration.py); such a call's description says why.
+finds it quoting file content (graph/policy/exfiltration.py); such a call's description says why.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import interrupt
 
-from graph.exfiltration import Guard, is_outbound, is_private
 from graph.guards import error_result
-from graph.hitl import (
+from graph.policy.exfiltration import Guard, is_outbound, is_private
+from graph.policy.hitl import (
     ALL_DECISIONS,
     ApprovalDecisionError,
     Decision,

@@ -11,7 +11,7 @@ tags) are dropped. Each character folds on its own, so a fold's offsets map back
 double encoding too), HTML entities, `\x`/`\u` escapes, and runs of hex or base64 (standard
 or URL-safe alphabet, padded or not) that decode to text; decoded text is decoded again, three
 levels deep, and so is the reversed text (reversed, then encoded). Matching the folds of these,
-forward and reversed, is what `graph/quotes.py` does.
+forward and reversed, is what `graph/policy/quotes.py` does.
 """
 
 from __future__ import annotations

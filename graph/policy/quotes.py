@@ -1,6 +1,6 @@
 """What of a private result a text quotes: the result's compact index, and the check behind it.
 
-The result and every text checked against it are folded first (graph/spellings.py), so case,
+The result and every text checked against it are folded first (graph/policy/spellings.py), so case,
 width, look-alike letters, accents, whitespace and invisible characters do not count. A text
 quotes a result when, folded, forward or reversed, in any of its decoded `variants`, it shares
 
@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-from graph.spellings import fold, unfolded, variants
+from graph.policy.spellings import fold, unfolded, variants
 
 QUOTE_CHARS = 20
 """Consecutive characters (folded: no whitespace) of a result that count as quoting it."""

@@ -34,7 +34,7 @@ from langchain_core.messages import ToolMessage, convert_to_messages
 from langgraph.types import Command, StateSnapshot
 
 from graph.guards import unanswered_calls
-from graph.hitl import awaiting as held
+from graph.policy.hitl import awaiting as held
 
 RELEASED = "released_calls"
 """The state key under which `check` records the calls it let run."""

@@ -5,8 +5,8 @@ may follow them. The guard looks at the arguments of every call to a tool that s
 the machine (`metadata={"outbound": True}`: `web_search`, `get_weather`, and every MCP tool
 unless the user's MCP config says otherwise) and finds any that quote what a private tool
 (`read_file`, `metadata={"private": True}`, every MCP tool unless the config says otherwise)
-returned earlier in the thread, however it is spelled: graph/quotes.py says what counts as a
-quote, graph/spellings.py which spellings are undone (case, width, look-alike letters,
+returned earlier in the thread, however it is spelled: graph/policy/quotes.py says what counts as a
+quote, graph/policy/spellings.py which spellings are undone (case, width, look-alike letters,
 invisible characters, whitespace, reversal, percent, hex and base64 encodings, escapes).
 
 A call's argument values, nested ones too, are read as one text, and its keys as another. A
@@ -17,7 +17,7 @@ not count again: a call is held for a quote it adds `ADDED_CHARS` (6) characters
 
 Every private result of the thread is checked, however many there are: none is left out to
 save memory. Each one's index keeps fingerprints, not text (about 1.3 bytes a character of
-prose, at most 4; graph/quotes.py), and the indexes are cached in the process up to
+prose, at most 4; graph/policy/quotes.py), and the indexes are cached in the process up to
 `MAX_INDEX_BYTES` (64 MB) in all; one evicted is built again from its message, which the
 thread's state holds anyway. Fingerprints found are checked against that message's text. A
 check costs a hash and a bit test per character of the arguments, their decodings and the
@@ -35,7 +35,7 @@ from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 
 from graph.guards import turn_start
-from graph.quotes import MAX_INDEX_BYTES, Quotes, Span
+from graph.policy.quotes import MAX_INDEX_BYTES, Quotes, Span
 
 __all__ = ["ADDED_CHARS", "MAX_INDEX_BYTES", "Finding", "Guard", "is_outbound", "is_private"]
 
