@@ -50,7 +50,7 @@ def _build(args: argparse.Namespace) -> Any:
     if args.url is None:
         return build(args.system, args.path, BenchModel(), [fetch_blob])
     from graph import build_graph
-    from graph.storage.postgres import postgres_saver
+    from graph.storage.postgres.saver import postgres_saver
 
     saver = postgres_saver(args.url)
     settings = ferry_settings(args.path)

@@ -1,7 +1,7 @@
 """Train the zstd dictionary for checkpoints: `python -m bench.dictionary PATH`.
 
 The shipped dictionaries (`graph/storage/ferry-*.zdict`) are frozen (see
-`graph.storage.dictionary`); this script is how the newest, `ferry-2.zdict`, was made (an
+`graph.storage.codec.dictionary`); this script is how the newest, `ferry-2.zdict`, was made (an
 earlier version of it made `ferry-1.zdict` from typical messages). It is kept out of the
 runtime package because it runs the whole app: three threads of 60 turns of the real graph
 with the offline model and two real tools, whose checkpoints (`[checkpoint, metadata]`, as
@@ -24,8 +24,8 @@ from graph import build_graph
 from graph.models import make_model
 from graph.settings import Settings
 from graph.storage import sqlite_saver
-from graph.storage.layout import name_of
-from graph.storage.serde import FerrySerializer
+from graph.storage.codec.serde import FerrySerializer
+from graph.storage.sqlite.layout import name_of
 from tools import calculator, get_datetime
 
 QUESTIONS = (

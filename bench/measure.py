@@ -12,7 +12,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from graph.storage.threads import message_record  # what `ferry history --json` shows
+from graph.storage.threads.reading import message_record  # what `ferry history --json` shows
 
 
 def raw_bytes(messages: Iterable[BaseMessage]) -> int:

@@ -33,7 +33,7 @@ def main() -> None:
         print(json.dumps({"not_run": "no initdb/pg_ctl on PATH or in /usr/lib/postgresql"}))
         return
     from graph import build_graph
-    from graph.storage.postgres import postgres_saver
+    from graph.storage.postgres.saver import postgres_saver
 
     server = PostgresServer.start(bin_dir)
     try:

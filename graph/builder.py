@@ -243,7 +243,7 @@ def build_graph(
 
         checkpointer = default_saver(settings)
     else:
-        from graph.storage.stock import adopted
+        from graph.storage.sqlite.stock import adopted
 
         checkpointer = adopted(checkpointer, settings)
     return _compile(settings, model, tools, checkpointer)

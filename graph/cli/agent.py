@@ -172,7 +172,7 @@ def read_question(text: str) -> str:
 def pick_thread(graph: FerryGraph, args: argparse.Namespace) -> str | None:
     """Set `args.thread` (the most recent one for `--continue`); a note if a given id is new."""
     if args.continue_:
-        from graph.storage.threads import list_threads
+        from graph.storage.threads.reading import list_threads
 
         threads = list_threads(cast("Saver", graph.checkpointer))
         if not threads:

@@ -37,7 +37,7 @@ def classify(exc: BaseException) -> tuple[int, str, str]:
     from graph.log import redact
     from graph.settings import ConfigError
     from graph.storage import DatabaseError
-    from graph.storage.allowlist import StoredValueError
+    from graph.storage.codec.allowlist import StoredValueError
     from graph.threads.lease import ThreadBusy
 
     message = redact(str(exc))

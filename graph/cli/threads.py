@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 def cmd_history(args: argparse.Namespace) -> int:
     """Show every stored message of a thread (escaped for the terminal unless `--json`)."""
-    from graph.storage.threads import message_record
+    from graph.storage.threads.reading import message_record
 
     with open_graph(args, need_model=False) as graph:
         state = existing_state(graph, args.thread)
@@ -50,7 +50,7 @@ def cmd_threads(args: argparse.Namespace) -> int:
     """List stored threads, most recently updated first."""
     from graph.settings import get_settings
     from graph.storage import database_name, open_saver
-    from graph.storage.threads import list_threads, listed_from_rows
+    from graph.storage.threads.reading import list_threads, listed_from_rows
 
     settings = get_settings()
     threads = None if settings.database_url else listed_from_rows(settings.db)
@@ -92,7 +92,7 @@ def _stored_bytes(saver: Saver, settings: Settings) -> int:
 def _compact(saver: Saver) -> None:
     """Give freed space back to the file system (SQLite; Postgres reuses it in place)."""
     from graph.storage import FerrySaver
-    from graph.storage.retention import compact
+    from graph.storage.sqlite.retention import compact
 
     if isinstance(saver, FerrySaver):
         compact(saver)
@@ -121,8 +121,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
     """Keep the last N checkpoints per thread, or drop threads not updated since a date."""
     from graph.settings import get_settings
     from graph.storage import FerrySaver, open_saver
-    from graph.storage.retention import prune_thread, threads_updated_before
-    from graph.storage.threads import list_threads
+    from graph.storage.sqlite.retention import prune_thread, threads_updated_before
+    from graph.storage.threads.reading import list_threads
 
     cutoff = _cutoff(args.before) if args.before else None
     settings = get_settings()

@@ -2,7 +2,7 @@
 
 `langgraph.json` names `checkpointer` below, so threads started in Studio continue with
 `ferry ask --thread <id>`, and the other way round. It is Ferry's own SQLite saver: its async
-methods run the sync ones in worker threads (`graph.storage.in_threads`), so the server's
+methods run the sync ones in worker threads (`graph.storage.sqlite.in_threads`), so the server's
 event loop never waits on SQLite.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from graph.settings import get_settings
-from graph.storage.serde import serializer
-from graph.storage.sqlite import FerrySaver, connect
+from graph.storage.codec.serde import serializer
+from graph.storage.sqlite.saver import FerrySaver, connect
 
 
 @asynccontextmanager
@@ -25,7 +25,7 @@ async def checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """Open the saver on `FERRY_DB` (or `FERRY_DATABASE_URL`) for the server's lifetime."""
     settings = get_settings()
     if settings.database_url:
-        from graph.storage.postgres import async_postgres_saver
+        from graph.storage.postgres.saver import async_postgres_saver
 
         async with async_postgres_saver(settings.database_url) as postgres:
             yield postgres

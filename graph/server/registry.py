@@ -24,7 +24,7 @@ from langgraph_sdk.schema import Thread
 from starlette.applications import Starlette
 
 from graph.settings import get_settings
-from graph.storage.sqlite import THREADS_WITH_STEPS
+from graph.storage.sqlite.saver import THREADS_WITH_STEPS
 
 GRAPH_ID = "agent"
 """The graph's name in `langgraph.json`."""
@@ -115,7 +115,7 @@ class RegistrySync:
     def stored(self) -> set[str]:
         """Ids of the threads that have checkpoints where Ferry stores them."""
         if self.database_url:
-            from graph.storage.postgres import stored_thread_ids as stored_in_postgres
+            from graph.storage.postgres.saver import stored_thread_ids as stored_in_postgres
 
             return stored_in_postgres(self.database_url)
         return stored_thread_ids(self.db)

@@ -1,7 +1,7 @@
 """Where threads live: SQLite at `FERRY_DB`, or PostgreSQL at `FERRY_DATABASE_URL`.
 
-The factories below choose (`graph.storage.sqlite`, `graph.storage.postgres`); the CLI, Python
-and the server all go through them, so every entry point reads and writes the same threads.
+The factories below choose (`graph.storage.sqlite.saver`, `graph.storage.postgres.saver`); the CLI,
+Python and the server all go through them, so every entry point reads and writes the same threads.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 from graph.settings import ConfigError, Settings
 
 if TYPE_CHECKING:
-    from graph.storage.postgres import FerryPostgresSaver
-    from graph.storage.sqlite import FerrySaver, connect
+    from graph.storage.postgres.saver import FerryPostgresSaver
+    from graph.storage.sqlite.saver import FerrySaver, connect
 
 __all__ = [
     "DatabaseError",
@@ -35,7 +35,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """`FerrySaver` and `connect`, imported when first used: listing threads needs neither."""
     if name in ("FerrySaver", "connect"):
-        from graph.storage import sqlite
+        from graph.storage.sqlite import saver as sqlite
 
         return getattr(sqlite, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -99,7 +99,7 @@ def read_only(path: Path) -> bool:
 def open_file(path: Path) -> sqlite3.Connection:
     """Connect to the SQLite file; read-only when it may not be written, so it can still be read."""
     if not read_only(path):
-        from graph.storage.sqlite import connect
+        from graph.storage.sqlite.saver import connect
 
         return connect(path)
     uri = f"{path.absolute().as_uri()}?mode=ro"
@@ -110,7 +110,7 @@ def open_file(path: Path) -> sqlite3.Connection:
 
 def sqlite_saver(path: Path) -> FerrySaver:
     """A saver on `path` whose connection lives as long as the process."""
-    from graph.storage.sqlite import FerrySaver
+    from graph.storage.sqlite.saver import FerrySaver
 
     return FerrySaver(open_file(path))
 
@@ -123,7 +123,7 @@ if TYPE_CHECKING:
 def default_saver(settings: Settings) -> Saver:
     """A saver for the life of the process: Postgres at `FERRY_DATABASE_URL`, else `FERRY_DB`."""
     if settings.database_url:
-        from graph.storage.postgres import postgres_saver
+        from graph.storage.postgres.saver import postgres_saver
 
         return postgres_saver(settings.database_url)
     return sqlite_saver(settings.db)
@@ -145,7 +145,7 @@ def open_saver(settings: Settings) -> Iterator[Saver]:
 @contextmanager
 def _open_saver(settings: Settings) -> Iterator[Saver]:
     if settings.database_url:
-        from graph.storage.postgres import open_postgres_saver
+        from graph.storage.postgres.saver import open_postgres_saver
 
         with open_postgres_saver(settings.database_url) as postgres:
             yield postgres
@@ -154,7 +154,7 @@ def _open_saver(settings: Settings) -> Iterator[Saver]:
         conn = open_file(settings.db)
     except OSError as exc:  # its folder cannot be created
         raise _database_error(settings, exc) from exc
-    from graph.storage.sqlite import FerrySaver
+    from graph.storage.sqlite.saver import FerrySaver
 
     saver = FerrySaver(conn)
     try:

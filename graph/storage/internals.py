@@ -25,7 +25,7 @@ from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_R
 from langgraph.checkpoint.base import DeltaChannelHistory
 
 # The msgpack extension codes of LangGraph's serializer (private constants of `jsonplus`).
-# Ferry loads LangGraph's msgpack itself, through an allowlist (graph.storage.allowlist), so
+# Ferry loads LangGraph's msgpack itself, through an allowlist (graph.storage.codec.allowlist), so
 # it must know which code means "constructor with one argument", "pydantic model", and so on.
 from langgraph.checkpoint.serde.jsonplus import (
     EXT_CONSTRUCTOR_KW_ARGS,
@@ -70,7 +70,7 @@ SNAPSHOT_COUNTERS = "counters_since_delta_snapshot"
 
 LangGraph drops a channel's entry when it takes a snapshot: moving an old file's rows, Ferry
 flags the checkpoints without one as those that may hold the messages themselves. Its saver
-stores the `messages` superstep count as 0 (`graph.storage.layout.stored_metadata`).
+stores the `messages` superstep count as 0 (`graph.storage.sqlite.layout.stored_metadata`).
 """
 
 

@@ -2,7 +2,7 @@
 
 `FerryGraph.stream` and `astream` run inside `thread_lease` / `athread_lease`, so `invoke`,
 `ainvoke`, `astream_events`, the CLI and the server all take it. The lease lives in the thread's
-database (graph/storage/leases.py), is renewed by a heartbeat while the run lives, and is
+database (graph/storage/leases/sqlite.py), is renewed by a heartbeat while the run lives, and is
 released when it ends, however it ends. A second run on a busy thread fails at once with
 `ThreadBusy`, unless its config asks to wait: `{"configurable": {WAIT_FOR_THREAD: True}}` (up to
 the holder's time budget plus the lease timeout) or a number of seconds. Savers other than
@@ -26,8 +26,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
 from graph.settings import Settings, get_settings
-from graph.storage.lease_stores import aleases_for, leases_for
-from graph.storage.leases import Holder, LeaseStore
+from graph.storage.leases.sqlite import Holder, LeaseStore
+from graph.storage.leases.stores import aleases_for, leases_for
 
 log = logging.getLogger("ferry.lease")
 

@@ -15,7 +15,8 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from graph import build_graph
-from graph.storage import parts, sqlite_saver
+from graph.storage import sqlite_saver
+from graph.storage.sqlite import parts
 from tests.support.scripted import ScriptedModel, answer
 
 

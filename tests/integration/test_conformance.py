@@ -5,7 +5,7 @@ langgraph-checkpoint-conformance drives a saver through its async methods. The s
 in a worker thread and declares only the capabilities the saver itself implements, so the
 suite detects the same capabilities it would on the saver. The server's SQLite saver is a
 `FerrySaver` too, opened as the server opens it: the suite then drives its own async methods
-(`graph.storage.in_threads`).
+(`graph.storage.sqlite.in_threads`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.initializer import RegisteredCheckpointer
 
 from graph.server import checkpointer as server_checkpointer
-from graph.storage.postgres import AsyncFerryPostgresSaver, FerryPostgresSaver, connect
-from graph.storage.serde import serializer
-from graph.storage.sqlite import FerrySaver
-from graph.storage.sqlite import connect as sqlite_connect
+from graph.storage.codec.serde import serializer
+from graph.storage.postgres.saver import AsyncFerryPostgresSaver, FerryPostgresSaver, connect
+from graph.storage.sqlite.saver import FerrySaver
+from graph.storage.sqlite.saver import connect as sqlite_connect
 from tests.support.pgserver import PostgresServer
 
 pytestmark = pytest.mark.timeout(300)

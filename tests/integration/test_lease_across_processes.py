@@ -17,7 +17,7 @@ import pytest
 from graph.builder import build_graph
 from graph.settings import Settings
 from graph.storage import sqlite_saver
-from graph.storage.postgres import async_postgres_saver, open_postgres_saver
+from graph.storage.postgres.saver import async_postgres_saver, open_postgres_saver
 from graph.threads.lease import WAIT_FOR_THREAD, ThreadBusy, thread_lease
 from tests.support.cli_helpers import ferry, ferry_env
 from tests.support.pgserver import PostgresServer
@@ -48,7 +48,7 @@ HOLDER = """
 import sys, time
 from graph.threads.lease import thread_lease
 from graph.settings import Settings
-from graph.storage.postgres import async_postgres_saver, open_postgres_saver
+from graph.storage.postgres.saver import async_postgres_saver, open_postgres_saver
 with open_postgres_saver(sys.argv[1]) as saver:
     with thread_lease(saver, {"configurable": {"thread_id": "t1"}}, Settings()):
         print("held", flush=True)

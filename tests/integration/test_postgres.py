@@ -26,9 +26,9 @@ from graph.guards import turn_counters
 from graph.models import ConfigError
 from graph.policy.fence import fenced_data
 from graph.settings import Settings
-from graph.storage.postgres import FerryPostgresSaver, open_postgres_saver
-from graph.storage.serde import StoredValueError
-from graph.storage.threads import list_threads
+from graph.storage.codec.serde import StoredValueError
+from graph.storage.postgres.saver import FerryPostgresSaver, open_postgres_saver
+from graph.storage.threads.reading import list_threads
 from tests.support.cli_helpers import (
     Ferry,
     ferry_env,
@@ -300,7 +300,7 @@ def test_cli_reports_an_unreachable_server_in_one_line(cli: Ferry, tmp_path: Pat
 def test_a_missing_postgres_extra_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from graph.storage import open_saver
 
-    monkeypatch.delitem(sys.modules, "graph.storage.postgres")
+    monkeypatch.delitem(sys.modules, "graph.storage.postgres.saver")
     monkeypatch.setitem(sys.modules, "psycopg", None)  # what an install without the extra has
     with pytest.raises(ConfigError, match=r"pip install 'ferry-agent\[postgres\]'"):
         with open_saver(Settings(database_url="postgresql://127.0.0.1/ferry")):

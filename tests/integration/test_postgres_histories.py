@@ -14,8 +14,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from graph.storage.postgres import async_postgres_saver, open_postgres_saver
-from graph.storage.threads import list_threads
+from graph.storage.postgres.saver import async_postgres_saver, open_postgres_saver
+from graph.storage.threads.reading import list_threads
 from tests.support.pg_threads import THREAD, from_the_start, run, scripted_agent
 from tests.support.pgserver import PostgresServer
 

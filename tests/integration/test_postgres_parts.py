@@ -14,8 +14,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from graph.storage.pg_history import PART
-from graph.storage.postgres import async_postgres_saver, open_postgres_saver
+from graph.storage.postgres.history import PART
+from graph.storage.postgres.saver import async_postgres_saver, open_postgres_saver
 from tests.support.pg_threads import THREAD, from_the_start, run, scripted_agent
 from tests.support.pgserver import PostgresServer
 
@@ -143,7 +143,7 @@ def test_delete_leaves_no_part_behind(url: str) -> None:
 def test_checkpoints_are_read_with_each_blob_found_by_its_key() -> None:
     from langgraph.checkpoint.postgres.base import SELECT_SQL as STOCK
 
-    from graph.storage.postgres import AsyncFerryPostgresSaver, FerryPostgresSaver
+    from graph.storage.postgres.saver import AsyncFerryPostgresSaver, FerryPostgresSaver
 
     # LangGraph's query text is what Ferry rewrites: a new LangGraph that changed it shows here.
     assert FerryPostgresSaver.SELECT_SQL != STOCK

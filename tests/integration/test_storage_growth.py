@@ -23,7 +23,7 @@ from langchain_core.tools import tool
 from graph import build_graph
 from graph.settings import Settings
 from graph.storage import sqlite_saver
-from graph.storage.threads import message_record
+from graph.storage.threads.reading import message_record
 from tests.support.growth import bytes_per_turn, sqlite_all_bytes, sqlite_stored_bytes
 from tests.support.scripted import ScriptedModel, answer, tool_call
 from tests.support.stored import step_values

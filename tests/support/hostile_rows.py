@@ -3,7 +3,7 @@
 Every payload, if Ferry obeyed it, would create `marker` (or import `PLANTED_MODULE`, whose
 import creates it). The tests plant them in SQLite and Postgres rows and check that reading
 the thread refuses them and that the marker never appears. Beside them, rows in a form Ferry
-never writes (`graph.storage.layout`), which a reader must refuse rather than guess at.
+never writes (`graph.storage.sqlite.layout`), which a reader must refuse rather than guess at.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from langgraph.checkpoint.serde.jsonplus import (
     EXT_PYDANTIC_V2,
 )
 
-from graph.storage import layout
+from graph.storage.sqlite import layout
 
 PLANTED_MODULE = "ferry_planted_module"
 

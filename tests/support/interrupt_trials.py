@@ -36,7 +36,7 @@ def run_ferry(argv: list[str]) -> int:
     import graph.nodes
     import tools
     from graph.cli import main
-    from graph.storage.sqlite import FerrySaver
+    from graph.storage.sqlite.saver import FerrySaver
 
     log = Path(os.environ[LOG_ENV])
 

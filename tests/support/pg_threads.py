@@ -1,7 +1,7 @@
 """Long Postgres threads for the saved-history tests, and what reading them costs.
 
 Imported by every test process (`replays` is a plugin fixture), so Postgres is loaded only
-when a test uses it: whether `graph.storage.postgres` is loaded changes how leases are taken.
+when a test uses it: whether `graph.storage.postgres.saver` is loaded changes how leases are taken.
 
 agent = scripted_agent(saver, range(TURNS))     # a `lookup` call and an answer a turn
 run(agent, range(TURNS))
@@ -54,7 +54,7 @@ def from_the_start(url: str, config: Any = THREAD) -> list[Any]:
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    from graph.storage.postgres import open_postgres_saver
+    from graph.storage.postgres.saver import open_postgres_saver
 
     with psycopg.connect(url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
         with open_postgres_saver(url) as ferry:
@@ -67,7 +67,7 @@ def from_the_start(url: str, config: Any = THREAD) -> list[Any]:
 @pytest.fixture
 def replays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, int]]]:
     """(checkpoints walked, write rows read) of each rebuild."""
-    import graph.storage.pg_history as pg
+    import graph.storage.postgres.history as pg
 
     seen: list[tuple[int, int]] = []
     replayed = pg.replayed

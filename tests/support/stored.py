@@ -1,4 +1,4 @@
-"""What a Ferry SQLite file holds, read straight from its tables (`graph.storage.layout`).
+"""What a Ferry SQLite file holds, read straight from its tables (`graph.storage.sqlite.layout`).
 
 Tests that check what reached the database (a secret, a tool result written while siblings
 still ran, a planted row) read it here rather than through the graph's state.
@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from graph.storage import layout
+from graph.storage.sqlite import layout
 
 Value = tuple[str, bytes]
 """A stored value: its type tag and bytes, as the serializer reads them."""
@@ -135,7 +135,7 @@ def _store_records(conn: sqlite3.Connection, key: list[Any], blob: Any) -> None:
 def plant_legacy_step(conn: sqlite3.Connection, thread_id: str, value: Value) -> int:
     """Store `value` as the thread's latest checkpoint in LangGraph's `checkpoints` table.
 
-    For a file from before Ferry's layout (`graph.storage.migration`), not moved yet.
+    For a file from before Ferry's layout (`graph.storage.sqlite.migration`), not moved yet.
     """
     changed = conn.execute(
         "UPDATE checkpoints SET type = ?, checkpoint = ? WHERE thread_id = ? AND checkpoint_ns = ''"
@@ -158,7 +158,7 @@ def plant_legacy_write_values(
 
 
 def part_rows(conn: sqlite3.Connection, thread_id: str) -> list[tuple[int, int]]:
-    """The (first, end) of each part stored for a thread (`graph.storage.parts`)."""
+    """The (first, end) of each part stored for a thread (`graph.storage.sqlite.parts`)."""
     return conn.execute(
         "SELECT p.first, p.end FROM ferry_parts AS p JOIN ferry_threads AS t ON t.id = p.thread "
         "WHERE t.thread_id = ? ORDER BY p.end",

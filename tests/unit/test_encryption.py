@@ -13,7 +13,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from graph.cli import main
 from graph.settings import ConfigError
-from graph.storage.serde import MESSAGES, FerrySerializer, StoredValueError, serializer
+from graph.storage.codec.serde import MESSAGES, FerrySerializer, StoredValueError, serializer
 
 KEY = "0123456789abcdef0123456789abcdef"
 SECRET_QUESTION = "What is 1234 * 5678?"

@@ -15,13 +15,13 @@ import ormsgpack
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from graph.storage.footprint import PER_MESSAGE, msgpack_footprint
+from graph.storage.codec.footprint import PER_MESSAGE, msgpack_footprint
+from graph.storage.codec.serde import MESSAGES, FerrySerializer, _encode_messages
 from graph.storage.internals import (
     EXT_CONSTRUCTOR_KW_ARGS,
     EXT_CONSTRUCTOR_SINGLE_ARG,
     EXT_PYDANTIC_V2,
 )
-from graph.storage.serde import MESSAGES, FerrySerializer, _encode_messages
 
 N = 5_000
 CALL = 4096

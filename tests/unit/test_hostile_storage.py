@@ -19,7 +19,7 @@ from graph import build_graph
 from graph.cli import main
 from graph.settings import Settings
 from graph.storage import sqlite_saver
-from graph.storage.serde import FerrySerializer, StoredValueError, serializer
+from graph.storage.codec.serde import FerrySerializer, StoredValueError, serializer
 from tests.support.hostile_rows import (
     FOREIGN_TYPE_CODES,
     PLANTED_MODULE,

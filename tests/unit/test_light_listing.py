@@ -19,7 +19,7 @@ import pytest
 from graph import build_graph
 from graph.cli import main
 from graph.storage import sqlite_saver
-from graph.storage.threads import list_threads
+from graph.storage.threads.reading import list_threads
 from tests.support.cli_helpers import ferry_env, run_command
 from tests.support.scripted import ScriptedModel, answer
 
@@ -52,11 +52,11 @@ def test_listing_threads_with_rows_imports_no_langgraph_langchain_or_tool(
     threads, imported = _listed(db, tmp_path)
     assert threads == list_threads(sqlite_saver(db))
     assert [t["thread_id"] for t in threads] == ["newer", "older"]
-    assert "graph.storage.threads" in imported
+    assert "graph.storage.threads.reading" in imported
     assert [m for m in imported if m.split(".")[0] in HEAVY] == []
     # tools.trust: the rule for a folder's .env, which every command reads its settings through.
     assert [m for m in imported if m.startswith("tools.")] == ["tools.trust", "tools.settings"]
-    assert "graph.storage.sqlite" not in imported
+    assert "graph.storage.sqlite.saver" not in imported
 
 
 def test_a_thread_without_a_row_is_listed_by_the_saver_and_its_row_written_back(
@@ -68,10 +68,10 @@ def test_a_thread_without_a_row_is_listed_by_the_saver_and_its_row_written_back(
 
     threads, imported = _listed(db, tmp_path)
     assert threads == expected
-    assert "graph.storage.sqlite" in imported  # the slow way, once
+    assert "graph.storage.sqlite.saver" in imported  # the slow way, once
     threads, imported = _listed(db, tmp_path)
     assert threads == expected
-    assert "graph.storage.sqlite" not in imported
+    assert "graph.storage.sqlite.saver" not in imported
 
 
 def test_the_text_listing_names_the_database_and_a_read_only_file_lists_the_same(

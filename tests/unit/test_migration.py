@@ -23,7 +23,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graph import build_graph
 from graph.storage import FerrySaver, sqlite_saver
-from graph.storage.sqlite import connect
+from graph.storage.sqlite.saver import connect
 from tests.support.scripted import ScriptedModel, answer, tool_call
 from tests.support.stored import step_values, write_records
 
@@ -76,7 +76,8 @@ def _langgraph_rows(conn: sqlite3.Connection) -> tuple[int, int]:
 def old_file(tmp_path: Path) -> OldFile:
     """Ferry's graph run 2 turns (a tool call each) on 2 threads by LangGraph's stock saver.
 
-    Its own serializer keeps it as given (`graph.storage.stock`): LangGraph's tables and format.
+    Its own serializer keeps it as given (`graph.storage.sqlite.stock`): LangGraph's tables and
+    format.
     """
     path = tmp_path / "old.db"
     stock = SqliteSaver(

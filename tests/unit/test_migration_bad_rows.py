@@ -19,7 +19,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graph import build_graph
 from graph.storage import sqlite_saver
-from graph.storage.serde import StoredValueError, serializer
+from graph.storage.codec.serde import StoredValueError, serializer
 from tests.support.hostile_rows import (
     SPOILED_STOCK_ROWS,
     STOCK_COLUMNS,

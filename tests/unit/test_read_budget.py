@@ -26,9 +26,11 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from graph import build_graph
 from graph.settings import Settings
-from graph.storage import layout, reads, sqlite_saver
-from graph.storage.serde import FerrySerializer, StoredValueError
-from graph.storage.sqlite import FerrySaver, connect
+from graph.storage import sqlite_saver
+from graph.storage.codec import reads
+from graph.storage.codec.serde import FerrySerializer, StoredValueError
+from graph.storage.sqlite import layout
+from graph.storage.sqlite.saver import FerrySaver, connect
 from tests.support.scripted import ScriptedModel, answer
 from tests.support.stored import (
     converse,

@@ -14,7 +14,7 @@ from langchain_core.tools import tool
 from graph import build_graph
 from graph.settings import Settings
 from graph.storage import sqlite_saver
-from graph.storage.retention import prune_thread
+from graph.storage.sqlite.retention import prune_thread
 from tests.support.cli_helpers import Ferry
 from tests.support.scripted import ScriptedModel, answer, tool_call
 

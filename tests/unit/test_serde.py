@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from graph import build_graph
 from graph.settings import Settings
 from graph.storage import sqlite_saver
-from graph.storage.serde import MESSAGES, FerrySerializer, StoredValueError
+from graph.storage.codec.serde import MESSAGES, FerrySerializer, StoredValueError
 from tests.support.scripted import ScriptedModel, answer, tool_call
 from tools import calculator
 

@@ -17,8 +17,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from graph import build_graph
 from graph.settings import Settings
 from graph.storage import FerrySaver
-from graph.storage import stock as stock_savers
-from graph.storage.stock import adopted
+from graph.storage.sqlite import stock as stock_savers
+from graph.storage.sqlite.stock import adopted
 from tests.support.scripted import ScriptedModel, answer
 from tests.support.stored import write_records
 

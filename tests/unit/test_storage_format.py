@@ -14,7 +14,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
-from graph.storage.serde import FerrySerializer
+from graph.storage.codec.serde import FerrySerializer
 
 GOLDEN = json.loads((Path(__file__).parents[1] / "support" / "golden" / "values.json").read_text())
 KEY = b"0123456789abcdef"

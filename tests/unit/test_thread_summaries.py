@@ -24,8 +24,9 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graph import build_graph
 from graph.cli import main
-from graph.storage import FerrySaver, layout, sqlite_saver
-from graph.storage.threads import list_threads, stored_messages, title_of
+from graph.storage import FerrySaver, sqlite_saver
+from graph.storage.sqlite import layout
+from graph.storage.threads.reading import list_threads, stored_messages, title_of
 from tests.support.hostile_rows import PLANTED_MODULE
 from tests.support.scripted import ScriptedModel, answer, tool_call
 

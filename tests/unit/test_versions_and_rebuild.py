@@ -2,8 +2,8 @@
 
 Versions: Ferry's compact strings sort as their numbers, before every LangGraph version, and a
 file written by an earlier Ferry (integer versions, in LangGraph's tables) is upgraded as its
-rows move into Ferry's tables (`graph.storage.migration`) and continues, in the CLI and on the
-server (the same saver). The rebuild: Ferry's reducer only for Ferry's messages, and copies
+rows move into Ferry's tables (`graph.storage.sqlite.migration`) and continues, in the CLI and on
+the server (the same saver). The rebuild: Ferry's reducer only for Ferry's messages, and copies
 handed out.
 """
 
@@ -22,9 +22,9 @@ from langgraph.graph import StateGraph
 from graph import build_graph
 from graph.server.checkpointer import checkpointer
 from graph.storage import FerrySaver, sqlite_saver
-from graph.storage.serde import serializer
-from graph.storage.sqlite import connect
-from graph.storage.versions import compact_version
+from graph.storage.codec.serde import serializer
+from graph.storage.sqlite.saver import connect
+from graph.storage.sqlite.versions import compact_version
 from tests.support.scripted import ScriptedModel, answer
 
 CONFIG: Any = {"configurable": {"thread_id": "t"}}

@@ -10,11 +10,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
 from graph.storage.internals import DeltaSnapshot, snapshot_value
-from graph.storage.threads import list_threads
+from graph.storage.threads.reading import list_threads
 
 if TYPE_CHECKING:
     from graph.storage import Saver
-    from graph.storage.sqlite import FerrySaver
+    from graph.storage.sqlite.saver import FerrySaver
 
 
 def _recent_chain(

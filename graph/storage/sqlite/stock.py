@@ -7,7 +7,7 @@ ancestor: measured on the bench workload (bench/README.md), 4.1× the messages' 
 turns, 34 ms per model call and 128 ms per `get_state` at 320 turns. Ferry's serializer reads
 everything LangGraph's default one writes, so a stock `SqliteSaver` with the default
 serializer is replaced by a `FerrySaver` on the same connection, sharing its lock: the rows
-the stock saver stored move into Ferry's tables (`graph.storage.migration`), and the caller's
+the stock saver stored move into Ferry's tables (`graph.storage.sqlite.migration`), and the caller's
 stock object, which reads only LangGraph's tables, no longer sees them (the graph does). Any
 other stock SQLite saver (the async one, one with its own serializer) is kept, and its cost
 logged once.
@@ -35,8 +35,8 @@ COST = (
 
 def adopted(checkpointer: BaseCheckpointSaver[Any], settings: Settings) -> BaseCheckpointSaver[Any]:
     """`checkpointer`, or a `FerrySaver` on its connection if it is a stock `SqliteSaver`."""
-    from graph.storage.serde import serializer
-    from graph.storage.sqlite import FerrySaver
+    from graph.storage.codec.serde import serializer
+    from graph.storage.sqlite.saver import FerrySaver
 
     if isinstance(checkpointer, FerrySaver) or not _is_stock_sqlite(checkpointer):
         return checkpointer

@@ -1,15 +1,15 @@
 """Rebuilding a thread's messages from Postgres, from the nearest history Ferry knows.
 
 LangGraph's Postgres saver replays a thread's writes back to its last snapshot, which for a
-long thread is its start. As in SQLite (`graph.storage.history`), Ferry walks a checkpoint's
+long thread is its start. As in SQLite (`graph.storage.history.replay`), Ferry walks a checkpoint's
 ancestors only back to the nearest one whose history it knows: one this process rebuilt (kept
 in memory), the thread's saved history (`ferry_histories`, a base copy extended by parts of at
 least `PART` messages in `ferry_history_parts`), or a snapshot LangGraph took; then it replays
 the writes since. In LangGraph's tables the saved history is a copy beside the writes (SQLite's
-own layout stores each message once, `graph.storage.parts`).
+own layout stores each message once, `graph.storage.sqlite.parts`).
 
 The reads and writes are written once, as generators of queries (`Steps`) that the sync and
-the async saver each run on their own cursor (`graph.storage.pg_kept`).
+the async saver each run on their own cursor (`graph.storage.postgres.kept`).
 """
 
 from __future__ import annotations
@@ -23,15 +23,15 @@ from typing import Any, Literal, TypeVar
 from langgraph.types import Overwrite
 
 from graph.state import fold_messages
-from graph.storage.held import HELD as _CACHED_HISTORIES
-from graph.storage.history import Key as Key
-from graph.storage.history import are_messages
+from graph.storage.history.held import HELD as _CACHED_HISTORIES
+from graph.storage.history.replay import Key as Key
+from graph.storage.history.replay import are_messages
 from graph.storage.internals import (
     DeltaChannelHistory,
     build_delta_channels_writes_history,
     snapshot_value,
 )
-from graph.storage.pg_history_sql import (
+from graph.storage.postgres.history_sql import (
     APPEND,
     CHAIN,
     DELETE_PARTS,

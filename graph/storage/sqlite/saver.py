@@ -1,9 +1,9 @@
 """Ferry's SQLite saver: one file (WAL, busy timeout) shared by the CLI, Python and the server.
 
-Checkpoints and writes live in Ferry's own tables (`graph.storage.layout`). Messages are stored
-as the writes of each step (see `graph.state`), so a thread's file grows with its
+Checkpoints and writes live in Ferry's own tables (`graph.storage.sqlite.layout`). Messages are
+stored as the writes of each step (see `graph.state`), so a thread's file grows with its
 conversation, not with its square. Rebuilding the history means replaying those writes
-(`graph.storage.history`); `FerrySaver` remembers rebuilt histories so the next step replays
+(`graph.storage.history.replay`); `FerrySaver` remembers rebuilt histories so the next step replays
 only what is new.
 """
 
@@ -34,21 +34,22 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Overwrite
 
 from graph.state import fold_messages
-from graph.storage import history, layout, migration, parts, versions
-from graph.storage.allowlist import NamesThreadOnRefusal, StoredValueError, naming_thread
-from graph.storage.held import HeldHistories
-from graph.storage.in_threads import AsyncInThreads
+from graph.storage.codec.allowlist import NamesThreadOnRefusal, StoredValueError, naming_thread
+from graph.storage.codec.serde import FerrySerializer, collection_paused, serializer
+from graph.storage.history import replay as history
+from graph.storage.history.held import HeldHistories
 from graph.storage.internals import DeltaChannelHistory, snapshot_value
-from graph.storage.layout import UNBOUNDED_CHANNEL, Record, key_of, text_of
-from graph.storage.serde import FerrySerializer, collection_paused, serializer
-from graph.storage.sqlite_schema import (
+from graph.storage.sqlite import layout, migration, parts, versions
+from graph.storage.sqlite.in_threads import AsyncInThreads
+from graph.storage.sqlite.layout import UNBOUNDED_CHANNEL, Record, key_of, text_of
+from graph.storage.sqlite.schema import (
     DELETE_FERRY_ROWS,
     FERRY_TABLES,
     FORGET_START,
     OPENING_STATEMENTS,
     RECORD_START,
 )
-from graph.storage.sqlite_summaries import SummarisesThreads
+from graph.storage.sqlite.summaries import SummarisesThreads
 
 log = logging.getLogger("ferry.saver")
 _STEP = "SELECT id, parent, type, value, metadata FROM ferry_steps WHERE thread = ? AND ns = ?"
@@ -398,7 +399,7 @@ class FerrySaver(
     def get_next_version(self, current: Any, channel: None) -> Any:
         """The version after `current`, in the format of the thread it belongs to.
 
-        Ferry's compact one (`graph.storage.versions`), or LangGraph's for a thread another
+        Ferry's compact one (`graph.storage.sqlite.versions`), or LangGraph's for a thread another
         saver began.
         """
         if versions.is_langgraphs(current):
@@ -431,10 +432,10 @@ class FerrySaver(
         """Keep only each thread's latest checkpoint per namespace, or (`delete`) nothing.
 
         `keep_latest` keeps everything that checkpoint needs: its history is stored into it
-        first (`graph.storage.retention`). This is what `langgraph.json`'s `checkpointer.ttl`
+        first (`graph.storage.sqlite.retention`). This is what `langgraph.json`'s `checkpointer.ttl`
         and `ferry prune` run.
         """
-        from graph.storage.retention import prune_threads
+        from graph.storage.sqlite.retention import prune_threads
 
         prune_threads(self, thread_ids, strategy=strategy)
 

@@ -1,12 +1,12 @@
 """What every connection to a Ferry SQLite file runs first, and Ferry's tables beside its steps.
 
-The checkpoints and writes themselves are in `graph.storage.layout`.
+The checkpoints and writes themselves are in `graph.storage.sqlite.layout`.
 """
 
 from __future__ import annotations
 
-from graph.storage.started import STARTED_CALLS_TABLE
-from graph.storage.summaries import SUMMARIES_TABLE
+from graph.storage.threads.started import STARTED_CALLS_TABLE
+from graph.storage.threads.summaries import SUMMARIES_TABLE
 
 RECORD_START = "INSERT OR IGNORE INTO ferry_started_calls VALUES (?, ?)"
 """Record a tool call as started (nothing if it already was)."""

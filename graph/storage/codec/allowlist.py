@@ -27,6 +27,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.types import Command, Interrupt, Overwrite, Send, TimeoutPolicy
 
+from graph.storage.codec.reads import one_read
 from graph.storage.internals import (
     EXT_CONSTRUCTOR_KW_ARGS,
     EXT_CONSTRUCTOR_POS_ARGS,
@@ -37,7 +38,6 @@ from graph.storage.internals import (
     DeltaChannelHistory,
     DeltaSnapshot,
 )
-from graph.storage.reads import one_read
 
 
 class StoredValueError(ValueError):

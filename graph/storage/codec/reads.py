@@ -2,7 +2,7 @@
 
 A read (a checkpoint from `get_tuple`, each one `list` yields, a thread's history) loads many
 stored values, each within the per-value cap. The serializer notes each value's stored size
-and charges what it may take once loaded (`graph.storage.footprint`) before unpacking it; the
+and charges what it may take once loaded (`graph.storage.codec.footprint`) before unpacking it; the
 read is refused once it has taken more than a floor plus `RATIO` times what it found stored.
 So a long honest thread is never refused for its length, and a bomb (a few stored bytes that
 unpack into gigabytes) gets the floor.

@@ -63,7 +63,7 @@ LISTING_SQLITE = (
     "LEFT JOIN ferry_thread_summaries AS s "
     "ON s.thread_id = n.thread_id AND s.checkpoint_id = n.newest WHERE n.newest IS NOT NULL"
 )
-"""The same in Ferry's SQLite layout (`graph.storage.layout`): a few index seeks per thread."""
+"""The same in Ferry's SQLite layout (`graph.storage.sqlite.layout`): a few seeks per thread."""
 
 Summary = dict[str, Any]
 """A thread as `ferry threads` shows it: thread_id, updated_at, messages, title."""

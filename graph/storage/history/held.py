@@ -19,8 +19,8 @@ from langgraph.checkpoint.base import writes_sort_key
 from langgraph.types import Overwrite
 
 from graph.state import fold_messages
-from graph.storage.history import Key, are_messages
-from graph.storage.layout import UNBOUNDED_CHANNEL, key_of
+from graph.storage.history.replay import Key, are_messages
+from graph.storage.sqlite.layout import UNBOUNDED_CHANNEL, key_of
 
 HELD = 128
 """Histories, and steps' writes, held at most."""

@@ -18,7 +18,7 @@ import ormsgpack
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, get_checkpoint_metadata
 
-from graph.storage.allowlist import StoredValueError
+from graph.storage.codec.allowlist import StoredValueError
 from graph.storage.internals import SNAPSHOT_COUNTERS
 
 THREADS_TABLE = (
@@ -65,7 +65,7 @@ CREATE TABLE IF NOT EXISTS ferry_parts (
     value BLOB NOT NULL,
     PRIMARY KEY (thread, ns, id)
 ) WITHOUT ROWID"""
-"""A part of a thread's messages (`graph.storage.parts`): the messages `first`..`end` of the
+"""A part of a thread's messages (`graph.storage.sqlite.parts`): the messages `first`..`end` of the
 history at step `id`, continuing the part at step `prev` (whose `end` is this one's `first`);
 a first part has no `prev` and `first` 0."""
 TABLES = (THREADS_TABLE, STEPS_TABLE, WRITES_TABLE, PARTS_TABLE)
@@ -148,7 +148,8 @@ def stored_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dic
 
     LangGraph snapshots a delta channel once the supersteps since its last snapshot reach 5000:
     the whole history again, so storage would grow with the square of a thread. Ferry's reads
-    replay the steps' writes (`graph.storage.history`) instead, so that counter is stored as 0.
+    replay the steps' writes (`graph.storage.history.replay`) instead, so that counter is stored as
+    0.
     """
     values: dict[str, Any] = dict(get_checkpoint_metadata(config, metadata))
     counters = values.get(SNAPSHOT_COUNTERS)

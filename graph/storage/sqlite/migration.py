@@ -1,9 +1,9 @@
 """Files from before Ferry's layout: their rows in LangGraph's tables move into Ferry's.
 
 A file written by an earlier Ferry, or by LangGraph's own `SqliteSaver` (handed to
-`build_graph`, `graph.storage.stock`), keeps its checkpoints in LangGraph's `checkpoints` and
+`build_graph`, `graph.storage.sqlite.stock`), keeps its checkpoints in LangGraph's `checkpoints` and
 `writes`. The first writable open moves them, in one transaction, into `ferry_steps` and
-`ferry_writes` (`graph.storage.layout`): each checkpoint's bytes as they were (never decoded,
+`ferry_writes` (`graph.storage.sqlite.layout`): each checkpoint's bytes as they were (never decoded,
 so nothing is lost that this process cannot read, such as values sealed with another key),
 its metadata as LangGraph's JSON. A read-only file is copied into memory and moved there.
 
@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from itertools import groupby
 from typing import Any
 
-from graph.storage import layout
 from graph.storage.internals import SNAPSHOT_COUNTERS
-from graph.storage.layout import UNBOUNDED_CHANNEL, key_of
-from graph.storage.sqlite_schema import FERRY_TABLES
+from graph.storage.sqlite import layout
+from graph.storage.sqlite.layout import UNBOUNDED_CHANNEL, key_of
+from graph.storage.sqlite.schema import FERRY_TABLES
 
 log = logging.getLogger("ferry.saver")
 _MOVED_CACHES = ("ferry_histories", "ferry_history_parts")  # copies of histories, by old ids
@@ -54,7 +54,7 @@ def move_langgraph_rows(conn: sqlite3.Connection, serde: Any) -> None:
     """Move the rows of LangGraph's tables into Ferry's (nothing if there are none)."""
     if not has_table(conn, "checkpoints") or not _has_rows(conn):
         return
-    from graph.storage.versions import upgrade
+    from graph.storage.sqlite.versions import upgrade
 
     upgrade(conn, serde)  # integer versions of an early Ferry, spelled as strings first
     try:

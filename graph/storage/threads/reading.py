@@ -1,9 +1,9 @@
 """Reading the stored threads: what `ferry threads` and `ferry history` show.
 
-A listing reads each thread's summary row (`graph.storage.summaries`); only a thread without a
-current one is rebuilt, so the message classes are imported only when one is. When every row
-of a SQLite file is current, `listed_from_rows` reads them without a saver, so not even
-LangGraph is imported.
+A listing reads each thread's summary row (`graph.storage.threads.summaries`); only a thread
+without a current one is rebuilt, so the message classes are imported only when one is. When
+every row of a SQLite file is current, `listed_from_rows` reads them without a saver, so not
+even LangGraph is imported.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from graph.storage.summaries import LISTING_SQLITE, PLAIN, Opener, Row, Summary, summary_of
+from graph.storage.threads.summaries import LISTING_SQLITE, PLAIN, Opener, Row, Summary, summary_of
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
@@ -50,7 +50,7 @@ class KeepsSummaries(ReadsHistories, Protocol):
     """A saver that keeps a summary row per thread (Ferry's SQLite and Postgres savers)."""
 
     def thread_summaries(self) -> list[tuple[Any, ...]]:
-        """Each thread's listing row (`graph.storage.summaries.LISTING`)."""
+        """Each thread's listing row (`graph.storage.threads.summaries.LISTING`)."""
         ...
 
     def save_summary(self, row: Row) -> None:
@@ -106,7 +106,7 @@ def _newest_first(threads: list[Summary]) -> list[Summary]:
 
 def _rebuilt(saver: KeepsSummaries, thread_id: str) -> Summary | None:
     """A thread's summary from its history, saved for the next listing; None if refused."""
-    from graph.storage.allowlist import StoredValueError
+    from graph.storage.codec.allowlist import StoredValueError
 
     config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     try:

@@ -5,7 +5,7 @@ so a thread started by any entry point continues in any other. Messages are stor
 step's writes (see `graph.state`): a thread grows with its conversation, as in SQLite. As in
 SQLite, a saved history per thread, extended by parts, spares a new process the replay from
 the thread's start, and a summary row per thread spares `ferry threads` every replay
-(`graph.storage.pg_kept`).
+(`graph.storage.postgres.kept`).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from graph.settings import ConfigError
-from graph.storage.allowlist import NamesThreadOnRefusal
-from graph.storage.pg_history import KeptHistories
-from graph.storage.pg_history_sql import PARTS_TABLE, SAVED_HISTORIES_TABLE
-from graph.storage.serde import serializer
-from graph.storage.started import STARTED_CALLS_TABLE, RecordsStartsOnItsLoop
-from graph.storage.summaries import DELETE_POSTGRES, SUMMARIES_TABLE
+from graph.storage.codec.allowlist import NamesThreadOnRefusal
+from graph.storage.codec.serde import serializer
+from graph.storage.postgres.history import KeptHistories
+from graph.storage.postgres.history_sql import PARTS_TABLE, SAVED_HISTORIES_TABLE
+from graph.storage.threads.started import STARTED_CALLS_TABLE, RecordsStartsOnItsLoop
+from graph.storage.threads.summaries import DELETE_POSTGRES, SUMMARIES_TABLE
 
 try:
     import psycopg
@@ -32,7 +32,7 @@ try:
     from psycopg.rows import DictRow, dict_row
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-    from graph.storage.pg_kept import AsyncKeepsHistories, KeepsHistories
+    from graph.storage.postgres.kept import AsyncKeepsHistories, KeepsHistories
 except ImportError as exc:  # the optional extra is not installed
     raise ConfigError(
         "FERRY_DATABASE_URL needs Postgres support: pip install 'ferry-agent[postgres]'"

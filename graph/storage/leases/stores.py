@@ -8,9 +8,9 @@ import weakref
 from pathlib import Path
 
 from graph.storage import read_only
-from graph.storage.allowlist import NamesThreadOnRefusal
-from graph.storage.leases import LeaseStore, SqliteLeases, sqlite_file
-from graph.storage.sqlite import FerrySaver
+from graph.storage.codec.allowlist import NamesThreadOnRefusal
+from graph.storage.leases.sqlite import LeaseStore, SqliteLeases, sqlite_file
+from graph.storage.sqlite.saver import FerrySaver
 
 _FILES: weakref.WeakKeyDictionary[FerrySaver, Path | None] = weakref.WeakKeyDictionary()
 """The file each saver's connection opened (a connection keeps its file)."""
@@ -28,8 +28,8 @@ def leases_for(saver: object, timeout_s: float, *, holder: str) -> LeaseStore | 
             return None
         return SqliteLeases(path, timeout_s, holder=holder)
     # Only a process that opened Postgres has its module loaded (importing it needs psycopg).
-    if isinstance(saver, NamesThreadOnRefusal) and "graph.storage.postgres" in sys.modules:
-        from graph.storage.pg_leases import PostgresLeases, conninfo_of
+    if isinstance(saver, NamesThreadOnRefusal) and "graph.storage.postgres.saver" in sys.modules:
+        from graph.storage.leases.postgres import PostgresLeases, conninfo_of
 
         info = conninfo_of(saver)
         return None if info is None else PostgresLeases(info, timeout_s)

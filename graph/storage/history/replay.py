@@ -3,7 +3,7 @@
 Messages are stored as the writes of each step (see `graph.state`). Rebuilding them at a
 checkpoint means walking its ancestors back to the nearest one whose history is known (held
 in memory, or a snapshot: LangGraph's, or the root of a pruned thread), then replaying the
-writes since. `graph.storage.sqlite.FerrySaver` calls `replay` and keeps what it rebuilt.
+writes since. `graph.storage.sqlite.saver.FerrySaver` calls `replay` and keeps what it rebuilt.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from graph.storage import parts
 from graph.storage.internals import DeltaChannelHistory, DeltaSnapshot
-from graph.storage.layout import UNBOUNDED_CHANNEL, unpacked
+from graph.storage.sqlite import parts
+from graph.storage.sqlite.layout import UNBOUNDED_CHANNEL, unpacked
 
 Key = tuple[str, str, str]
 """(thread_id, checkpoint_ns, checkpoint_id)"""
@@ -93,7 +93,8 @@ def replay(
 ) -> DeltaChannelHistory:
     """The `messages` writes since the nearest known ancestor, and its history.
 
-    Known: remembered by this process, stored as a part (`graph.storage.parts`), or a snapshot.
+    Known: remembered by this process, stored as a part (`graph.storage.sqlite.parts`), or a
+    snapshot.
     `key` is (thread number, namespace, stored checkpoint key); `remembered` is asked with
     stored keys too. The writes' task ids are left as stored (Ferry folds only their values).
     A snapshot must be honoured: when new input replaces an unfinished step, LangGraph takes

@@ -19,7 +19,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from graph.storage.leases import Holder
+from graph.storage.leases.sqlite import Holder
 
 _CONNECT_TIMEOUT_S = 10
 _NAME_PREFIX = "ferry-run"

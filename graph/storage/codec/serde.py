@@ -6,10 +6,10 @@ LangGraph's serializer stores each message with all its fields and rebuilds it t
 validation; a message list written here stores only the fields that differ from their defaults
 and is rebuilt without re-validating what was validated when it was made. Anything else (and
 any message list holding a value msgpack cannot carry exactly) takes LangGraph's path. Values of
-32 bytes or more are compressed with Ferry's zstd dictionary (`graph.storage.dictionary`), and with
-`FERRY_ENCRYPTION_KEY` set every value is encrypted with AES (LangGraph's cipher). Stored data is
-never trusted: what it may name is `graph.storage.allowlist`'s table, what it may decompress
-to is capped.
+32 bytes or more are compressed with Ferry's zstd dictionary
+(`graph.storage.codec.dictionary`), and with `FERRY_ENCRYPTION_KEY` set every value is encrypted
+with AES (LangGraph's cipher). Stored data is never trusted: what it may name is
+`graph.storage.codec.allowlist`'s table, what it may decompress to is capped.
 """
 
 from __future__ import annotations
@@ -29,15 +29,21 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from graph.log import redact
 from graph.settings import ConfigError, Settings, get_settings
-from graph.storage import reads
-from graph.storage.allowlist import MESSAGE_CLASSES, StoredValueError, Unpacker, allowing, load_json
-from graph.storage.compression import (
+from graph.storage.codec import reads
+from graph.storage.codec.allowlist import (
+    MESSAGE_CLASSES,
+    StoredValueError,
+    Unpacker,
+    allowing,
+    load_json,
+)
+from graph.storage.codec.compression import (
     DECOMPRESSORS,
     MESSAGES_DICTIONARY,
     VALUES_DICTIONARY,
     compress,
 )
-from graph.storage.footprint import PER_JSON_BYTE, PER_MESSAGE, msgpack_footprint
+from graph.storage.codec.footprint import PER_JSON_BYTE, PER_MESSAGE, msgpack_footprint
 
 __all__ = ["MESSAGES", "FerrySerializer", "StoredValueError", "collection_paused", "serializer"]
 
@@ -53,7 +59,7 @@ an edit, Postgres's saved copy), a few MB for a thousand turns; a value that wou
 decompress beyond the cap is stored uncompressed, so nothing Ferry writes is ever refused.
 """
 READ_FLOOR_VALUES = 2
-"""What any read may take in memory, in values at the cap (`graph.storage.reads`): 64 MB by
+"""What any read may take in memory, in values at the cap (`graph.storage.codec.reads`): 64 MB by
 default, beyond which it may take `reads.RATIO` times what it found stored."""
 
 _CLASSES: dict[str, type[BaseMessage]] = {cls.__name__: cls for cls in MESSAGE_CLASSES}
@@ -76,9 +82,10 @@ class FerrySerializer(SerializerProtocol):
     A stored value's type tag says how it was written, suffix by suffix: the form
     (`ferry-msgs`, or LangGraph's `msgpack`, `json`, …), then its compression (`+zd1`, or
     `+zstd` / `+zlib` from earlier versions), then `+aes` when encrypted. Every tag written so
-    far still loads. Loading never imports or calls anything outside `graph.storage.allowlist`,
+    far still loads. Loading never imports or calls anything outside
+    `graph.storage.codec.allowlist`,
     never decompresses a value beyond `max_value_bytes`, never lets one read's values take more
-    memory than its budget (`graph.storage.reads`), and refuses anything else with a
+    memory than its budget (`graph.storage.codec.reads`), and refuses anything else with a
     `StoredValueError`.
     """
 

@@ -18,7 +18,7 @@ import logging
 import sqlite3
 from typing import Any
 
-from graph.storage.allowlist import StoredValueError
+from graph.storage.codec.allowlist import StoredValueError
 
 log = logging.getLogger("ferry.versions")
 _PREFIX = "0."

@@ -1,10 +1,10 @@
-"""The SQLite side of the threads' summary rows (`graph.storage.summaries`).
+"""The SQLite side of the threads' summary rows (`graph.storage.threads.summaries`).
 
 Mixed into `FerrySaver`: every checkpoint put on a thread's main namespace rewrites the
 thread's row. The history it counts is the one the saver keeps for the next step anyway, so
 the row costs the fold of one step's writes, and one small write, in the same transaction as
 the checkpoint. A row names its checkpoint as `ferry_steps` stores the id
-(`graph.storage.layout.key_of`).
+(`graph.storage.sqlite.layout.key_of`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint
 
-from graph.storage.layout import key_of
-from graph.storage.summaries import LISTING_SQLITE, SAVE_SQLITE, Row
-from graph.storage.threads import row_from, summary_after_put
+from graph.storage.sqlite.layout import key_of
+from graph.storage.threads.reading import row_from, summary_after_put
+from graph.storage.threads.summaries import LISTING_SQLITE, SAVE_SQLITE, Row
 
 log = logging.getLogger("ferry.saver")
 
@@ -48,7 +48,7 @@ class SummarisesThreads:
             self.save_summary(row)
 
     def thread_summaries(self) -> list[tuple[Any, ...]]:
-        """Each thread's listing row (`graph.storage.summaries.LISTING_SQLITE`)."""
+        """Each thread's listing row (`graph.storage.threads.summaries.LISTING_SQLITE`)."""
         with self.cursor(transaction=False) as cur:
             return [tuple(row) for row in cur.execute(LISTING_SQLITE).fetchall()]
 

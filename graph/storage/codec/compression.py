@@ -1,4 +1,4 @@
-"""Compressing stored values, and decompressing them within a cap (`graph.storage.serde`).
+"""Compressing stored values, and decompressing them within a cap (`graph.storage.codec.serde`).
 
 Stored data is never trusted, so no value is decompressed beyond the read cap
 (`FERRY_MAX_STORED_VALUE_MB`): a zstd frame that declares its size within the cap is
@@ -14,10 +14,10 @@ from collections.abc import Callable
 
 import zstandard
 
-from graph.storage.allowlist import StoredValueError
-from graph.storage.dictionary import dictionary
+from graph.storage.codec.allowlist import StoredValueError
+from graph.storage.codec.dictionary import dictionary
 
-MESSAGES_DICTIONARY = "+zd1"  # zstd with Ferry's dictionary 1 (graph/storage/dictionary.py)
+MESSAGES_DICTIONARY = "+zd1"  # zstd with Ferry's dictionary 1 (graph/storage/codec/dictionary.py)
 VALUES_DICTIONARY = "+zd2"  # zstd with Ferry's dictionary 2: checkpoints and the rest
 ZSTD = "+zstd"  # zstd alone, written by earlier versions; still read
 ZLIB = "+zlib"  # likewise

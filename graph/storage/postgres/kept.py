@@ -1,7 +1,7 @@
 """What Ferry's Postgres savers keep beside LangGraph's rows: histories and thread summaries.
 
 Mixed into `FerryPostgresSaver` and `AsyncFerryPostgresSaver` before LangGraph's savers: the
-messages are rebuilt from the nearest known history (`graph.storage.pg_history`), and the sync
+messages are rebuilt from the nearest known history (`graph.storage.postgres.history`), and the sync
 saver rewrites each thread's summary row as it puts its checkpoints (the async one, the
 server's, leaves its threads to be summarised by the next listing).
 """
@@ -23,13 +23,13 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-import graph.storage.pg_history as pg
-from graph.storage.allowlist import naming_thread
+import graph.storage.postgres.history as pg
+from graph.storage.codec.allowlist import naming_thread
+from graph.storage.codec.serde import collection_paused
 from graph.storage.internals import DeltaChannelHistory
-from graph.storage.pg_history_sql import SELECT_SQL
-from graph.storage.serde import collection_paused
-from graph.storage.summaries import SAVE_POSTGRES, Row, listing_rows
-from graph.storage.threads import summary_after_put
+from graph.storage.postgres.history_sql import SELECT_SQL
+from graph.storage.threads.reading import summary_after_put
+from graph.storage.threads.summaries import SAVE_POSTGRES, Row, listing_rows
 
 log = logging.getLogger("ferry.saver")
 History = Mapping[str, DeltaChannelHistory]
@@ -139,7 +139,7 @@ class KeepsHistories(PostgresSaver):
         return saved
 
     def thread_summaries(self) -> list[tuple[Any, ...]]:
-        """Each thread's listing row (`graph.storage.summaries.LISTING`)."""
+        """Each thread's listing row (`graph.storage.threads.summaries.LISTING`)."""
         with self._cursor() as cur:
             return listing_rows(cur)
 

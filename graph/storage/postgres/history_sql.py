@@ -1,4 +1,4 @@
-"""The statements behind Postgres's saved histories and rebuilds (`graph.storage.pg_history`).
+"""The statements behind Postgres's saved histories and rebuilds (`graph.storage.postgres.history`).
 
 Ferry's tables beside LangGraph's: one saved history per thread and namespace (its base), and
 the parts that extend it since.

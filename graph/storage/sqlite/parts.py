@@ -26,9 +26,9 @@ from typing import Any
 import ormsgpack
 from langchain_core.messages import BaseMessage, RemoveMessage
 
-from graph.storage import layout
-from graph.storage.allowlist import StoredValueError
-from graph.storage.layout import UNBOUNDED_CHANNEL, Record
+from graph.storage.codec.allowlist import StoredValueError
+from graph.storage.sqlite import layout
+from graph.storage.sqlite.layout import UNBOUNDED_CHANNEL, Record
 
 PART = 32
 """Messages a part holds at least (four bench turns): a cold read replays fewer writes."""

@@ -1,0 +1,1 @@
+"""How a stored value is made (compact messages, compression, encryption) and what it may name."""

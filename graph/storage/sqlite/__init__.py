@@ -1,0 +1,1 @@
+"""Threads in one SQLite file (`FERRY_DB`), in Ferry's own layout."""

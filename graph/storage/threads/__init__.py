@@ -1,0 +1,1 @@
+"""What `ferry threads` and `ferry history` read: each thread's summary row and stored messages."""
