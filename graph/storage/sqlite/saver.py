@@ -39,12 +39,12 @@ from graph.storage.codec.serde import FerrySerializer, collection_paused, serial
 from graph.storage.history import replay as history
 from graph.storage.history.held import HeldHistories
 from graph.storage.internals import DeltaChannelHistory, snapshot_value
-from graph.storage.sqlite import layout, migration, parts, versions
+from graph.storage.sqlite import layout, parts, versions
 from graph.storage.sqlite.in_threads import AsyncInThreads
 from graph.storage.sqlite.layout import UNBOUNDED_CHANNEL, Record, key_of, text_of
+from graph.storage.sqlite.opening import prepared
 from graph.storage.sqlite.schema import (
     DELETE_FERRY_ROWS,
-    FERRY_TABLES,
     FORGET_START,
     OPENING_STATEMENTS,
     RECORD_START,
@@ -97,22 +97,10 @@ class FerrySaver(
         self._part_ends: dict[tuple[str, str], int] = {}
 
     def setup(self) -> None:
-        """Create Ferry's tables and move any rows of LangGraph's into them, once."""
+        """Make the file ready for Ferry's reads and writes, once (`sqlite.opening`)."""
         if self.is_setup:
             return
-        try:
-            for statement in (*layout.TABLES, *FERRY_TABLES):
-                self.conn.execute(statement)
-            self.conn.commit()
-        except sqlite3.OperationalError:  # read-only
-            if not migration.has_table(self.conn, "ferry_steps"):
-                self.conn = migration.in_memory(self.conn)  # from before this layout: a copy
-                migration.move_langgraph_rows(self.conn, self.serde)
-                # The copy reads like the file; a turn written to it would be lost at exit.
-                self.conn.execute("PRAGMA query_only = ON")
-                self.is_setup = True
-                return
-        migration.move_langgraph_rows(self.conn, self.serde)
+        self.conn = prepared(self.conn, self.serde)
         self.is_setup = True
 
     @contextmanager
