@@ -27,7 +27,12 @@ from pydantic import BaseModel
 from graph import build_graph
 from graph.settings import Settings
 from graph.storage import sqlite_saver
-from graph.storage.codec.serde import MESSAGES, FerrySerializer, StoredValueError
+from graph.storage.codec.serde import (
+    MESSAGES,
+    FerrySerializer,
+    StoredValueError,
+    UnstorableValueError,
+)
 from tests.support.scripted import ScriptedModel, answer, tool_call
 from tools import calculator
 
@@ -112,10 +117,12 @@ def test_values_msgpack_cannot_carry_exactly_take_langgraphs_path(messages: list
     assert [type(m) for m in loaded] == [type(m) for m in messages]
 
 
-def test_a_class_of_the_users_own_loads_only_when_allowed() -> None:
-    stored = SERDE.dumps_typed([Tagged("x", id="h")])
+def test_a_class_of_the_users_own_is_stored_and_loaded_only_when_allowed() -> None:
+    with pytest.raises(UnstorableValueError, match=r"type test_serde\.Tagged: .*allowed_types"):
+        SERDE.dumps_typed([Tagged("x", id="h")])
+    stored = SERDE_TAGGED.dumps_typed([Tagged("x", id="h")])
     with pytest.raises(StoredValueError, match="test_serde.Tagged: not a type Ferry stores"):
-        SERDE.loads_typed(stored)
+        SERDE.loads_typed(stored)  # written by a process that allowed it, read by one that does not
     assert type(SERDE_TAGGED.loads_typed(stored)[0]) is Tagged
 
 

@@ -1,33 +1,33 @@
-"""What a stored value may name: the few types Ferry stores, and nothing else.
+"""What a stored value may name: the types Ferry stores, and nothing else.
 
 LangGraph's msgpack values can name any module and callable, and its serializer, by default,
 imports and calls them when a thread is read. Anyone who can write the database (a shared
 folder, a restored backup, another Postgres user) would then run code in every process that
-reads it. Here a stored name is only ever looked up in `ALLOWED`, a table of classes imported
-by Ferry itself: nothing is imported by name, and a name outside the table is refused.
+reads it. Here a stored name is only ever looked up in a table of classes imported by Ferry
+itself (`graph.storage.codec.stored_types.ALLOWED`, plus a caller's `allowed_types`): nothing is
+imported by name, and a name outside the table is refused. The same rule is applied when a
+value is written (`Unpacker.check`), so a value that would be refused is never stored.
 """
 
 from __future__ import annotations
 
-import collections
 import datetime
-import decimal
 import functools
 import json
+import re
 import threading
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import ormsgpack
 import pydantic
-from langchain_core import messages as lc
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
-from langgraph.types import Command, Interrupt, Overwrite, Send, TimeoutPolicy
+from langgraph.types import Send
 
 from graph.storage.codec.reads import one_read
+from graph.storage.codec.stored_types import MESSAGE_CLASSES
 from graph.storage.internals import (
     EXT_CONSTRUCTOR_KW_ARGS,
     EXT_CONSTRUCTOR_POS_ARGS,
@@ -47,27 +47,24 @@ class StoredValueError(ValueError):
     """
 
 
-MESSAGE_CLASSES: tuple[type[lc.BaseMessage], ...] = (
-    lc.AIMessage, lc.AIMessageChunk, lc.ChatMessage, lc.ChatMessageChunk, lc.FunctionMessage,
-    lc.FunctionMessageChunk, lc.HumanMessage, lc.HumanMessageChunk, lc.RemoveMessage,
-    lc.SystemMessage, lc.SystemMessageChunk, lc.ToolMessage, lc.ToolMessageChunk,
-)  # fmt: skip
-_VALUE_TYPES: tuple[type, ...] = (
-    # LangGraph's own bookkeeping: tasks, interrupts, resumes, edits made in Studio.
-    Send, Interrupt, Command, Overwrite, TimeoutPolicy,
-    # Plain values that a message's metadata or a tool's artifact may hold.
-    datetime.date, datetime.time, datetime.timedelta, datetime.timezone, uuid.UUID,
-    decimal.Decimal, set, frozenset, collections.deque,
-)  # fmt: skip
-ALLOWED: dict[tuple[str, str], type] = {
-    (cls.__module__, cls.__name__): cls for cls in (*MESSAGE_CLASSES, *_VALUE_TYPES)
-}
-"""(module, name) → class, for every type a stored value may name."""
+class UnstorableValueError(StoredValueError):
+    """A value Ferry refuses to store, because it names a type Ferry would refuse to load."""
 
 
-def allowing(extra: Iterable[type]) -> dict[tuple[str, str], type]:
-    """`ALLOWED` plus the classes a caller stores itself (e.g. a tool's pydantic artifact)."""
-    return {**ALLOWED, **{(cls.__module__, cls.__name__): cls for cls in extra}}
+class _RefusedType(StoredValueError):
+    """A stored value names a type outside the allowlist (`type_name`: module.name)."""
+
+    def __init__(self, type_name: str) -> None:
+        super().__init__(
+            f"refused to load a stored value naming {type_name}: "
+            "not a type Ferry stores (was the database written by someone else?)"
+        )
+        self.type_name = type_name
+
+
+# The type bytes of msgpack's extensions (fixext 1-16, ext 8/16/32): a value without any of
+# these bytes names no type, and needs no look at its names.
+_EXTENSION_HEAD = re.compile(rb"[\xc7-\xc9\xd4-\xd8]")
 
 
 class Unpacker:
@@ -81,9 +78,29 @@ class Unpacker:
 
     def unpack(self, data: bytes, option: int | None = None) -> Any:
         """`ormsgpack.unpackb` with the strict ext hook; a refusal is a `StoredValueError`."""
+        return self._unpacked(data, self._hook, option)
+
+    def check(self, data: bytes) -> None:
+        """Refuse to store `data` (LangGraph's msgpack) if `unpack` would refuse a type it names.
+
+        Only the names are looked up, nothing is rebuilt; most values (plain dicts, lists and
+        text) are passed at a glance.
+        """
+        if _EXTENSION_HEAD.search(data) is None:
+            return
+        try:
+            self._unpacked(data, self._names, ormsgpack.OPT_NON_STR_KEYS)
+        except _RefusedType as exc:
+            raise UnstorableValueError(
+                f"refused to store a value of type {exc.type_name}: Ferry would refuse to "
+                "load it on every later read; to store it, pass its class in "
+                "FerrySerializer(allowed_types=[...]) (README: Stored data)"
+            ) from None
+
+    def _unpacked(self, data: bytes, hook: Callable[[int, bytes], Any], option: int | None) -> Any:
         self._refusal.error = None
         try:
-            return ormsgpack.unpackb(data, ext_hook=self._hook, option=option)
+            return ormsgpack.unpackb(data, ext_hook=hook, option=option)
         except ValueError as exc:
             error = self._refusal.error or StoredValueError(f"a stored value is corrupt: {exc}")
             raise error from None
@@ -95,28 +112,44 @@ class Unpacker:
             self._refusal.error = self._refusal.error or exc
             raise
 
+    def _names(self, code: int, data: bytes) -> None:
+        """Check the names an extension holds, its own and those nested in it."""
+        try:
+            entry = ormsgpack.unpackb(data, ext_hook=self._names, option=ormsgpack.OPT_NON_STR_KEYS)
+            if code != EXT_DELTA_SNAPSHOT:
+                self._named(code, entry)
+        except StoredValueError as exc:
+            self._refusal.error = self._refusal.error or exc
+            raise
+
     def _rebuild(self, code: int, data: bytes) -> Any:
         unpack = functools.partial(
             ormsgpack.unpackb, ext_hook=self._hook, option=ormsgpack.OPT_NON_STR_KEYS
         )
         if code == EXT_DELTA_SNAPSHOT:
             return DeltaSnapshot(unpack(data))
-        entry = unpack(data)
+        payload, cls = self._named(code, unpack(data))
+        if cls is None:
+            return datetime.datetime.fromisoformat(payload)
+        try:
+            return _BUILDERS[code](cls, payload)
+        except (TypeError, ValueError, pydantic.ValidationError):
+            return payload  # an allowed type whose fields changed: keep the data, as LangGraph does
+
+    def _named(self, code: int, entry: Any) -> tuple[Any, type | None]:
+        """An extension's payload and the allowed class it names (None: a stored datetime)."""
         if not isinstance(entry, list | tuple) or len(entry) < 3:
             raise StoredValueError(f"a stored value has a malformed extension (type {code})")
         module, name, payload = entry[0], entry[1], entry[2]
         if code == EXT_METHOD_SINGLE_ARG:
             # LangGraph stores a datetime as its ISO text and the method that parses it.
-            if (module, name, entry[3:4]) == ("datetime", "datetime", ["fromisoformat"]):
-                return datetime.datetime.fromisoformat(payload)
+            if (module, name, list(entry[3:4])) == ("datetime", "datetime", ["fromisoformat"]):
+                return payload, None
             raise _refused(module, f"{name}.{entry[3:4]}")
         cls = self.allowed.get((module, name)) if isinstance(module, str) else None
         if cls is None or code not in _BUILDERS:
             raise _refused(module, name)
-        try:
-            return _BUILDERS[code](cls, payload)
-        except (TypeError, ValueError, pydantic.ValidationError):
-            return payload  # an allowed type whose fields changed: keep the data, as LangGraph does
+        return payload, cls
 
 
 def _positional(cls: type, args: Any) -> Any:
@@ -141,10 +174,7 @@ _BUILDERS: dict[int, Callable[[type, Any], Any]] = {
 
 
 def _refused(module: Any, name: Any) -> StoredValueError:
-    return StoredValueError(
-        f"refused to load a stored value naming {str(module)[:80]}.{str(name)[:80]}: "
-        "not a type Ferry stores (was the database written by someone else?)"
-    )
+    return _RefusedType(f"{str(module)[:80]}.{str(name)[:80]}")
 
 
 def load_json(data: bytes, allowed: dict[tuple[str, str], type]) -> Any:

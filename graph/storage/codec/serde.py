@@ -31,10 +31,9 @@ from graph.log import redact
 from graph.settings import ConfigError, Settings, get_settings
 from graph.storage.codec import reads
 from graph.storage.codec.allowlist import (
-    MESSAGE_CLASSES,
     StoredValueError,
     Unpacker,
-    allowing,
+    UnstorableValueError,
     load_json,
 )
 from graph.storage.codec.compression import (
@@ -44,8 +43,16 @@ from graph.storage.codec.compression import (
     compress,
 )
 from graph.storage.codec.footprint import PER_JSON_BYTE, PER_MESSAGE, msgpack_footprint
+from graph.storage.codec.stored_types import MESSAGE_CLASSES, allowing
 
-__all__ = ["MESSAGES", "FerrySerializer", "StoredValueError", "collection_paused", "serializer"]
+__all__ = [
+    "MESSAGES",
+    "FerrySerializer",
+    "StoredValueError",
+    "UnstorableValueError",
+    "collection_paused",
+    "serializer",
+]
 
 MESSAGES = "ferry-msgs"
 """Type tag of a message list in the compact form (stored on every row: kept short)."""
@@ -86,7 +93,8 @@ class FerrySerializer(SerializerProtocol):
     `graph.storage.codec.allowlist`,
     never decompresses a value beyond `max_value_bytes`, never lets one read's values take more
     memory than its budget (`graph.storage.codec.reads`), and refuses anything else with a
-    `StoredValueError`.
+    `StoredValueError`. A value naming a type loading would refuse is refused when it is
+    written (`UnstorableValueError`, naming the type and `allowed_types`), so it is never stored.
     """
 
     def __init__(
@@ -103,12 +111,17 @@ class FerrySerializer(SerializerProtocol):
         self._langgraph = JsonPlusSerializer()  # its encoder only: loading is done here
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        """Serialise `obj`: compact if it is a message list, compressed if that pays, encrypted."""
+        """Serialise `obj`: compact if it is a message list, compressed if that pays, encrypted.
+
+        Raises `UnstorableValueError` if `obj` holds a type `loads_typed` would refuse.
+        """
         if isinstance(obj, BaseException):
             # LangGraph stores a failed step's error; a provider's error may quote the API key.
             obj = redact(repr(obj))
         compact = _encode_messages(obj)
         type_tag, data = (MESSAGES, compact) if compact else self._langgraph.dumps_typed(obj)
+        if type_tag == "msgpack":  # the compact form names only the message classes
+            self._unpacker.check(data)
         # A value too big to decompress under the cap stays uncompressed, so it always loads.
         if _WORTH_TRYING <= len(data) <= self.max_value_bytes:
             suffix = MESSAGES_DICTIONARY if compact else VALUES_DICTIONARY
