@@ -20,10 +20,10 @@ from typing import Any
 from graph.settings import ConfigError
 from graph.storage.codec.allowlist import NamesThreadOnRefusal
 from graph.storage.codec.serde import serializer
+from graph.storage.postgres import layout_versions
 from graph.storage.postgres.history import KeptHistories
-from graph.storage.postgres.history_sql import PARTS_TABLE, SAVED_HISTORIES_TABLE
-from graph.storage.threads.started import STARTED_CALLS_TABLE, RecordsStartsOnItsLoop
-from graph.storage.threads.summaries import DELETE_POSTGRES, SUMMARIES_TABLE
+from graph.storage.threads.started import RecordsStartsOnItsLoop
+from graph.storage.threads.summaries import DELETE_POSTGRES
 
 try:
     import psycopg
@@ -52,7 +52,6 @@ _TABLES = (
     *("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
     *("ferry_started_calls", "ferry_histories", "ferry_history_parts", "ferry_thread_summaries"),
 )
-_FERRY_TABLES = (STARTED_CALLS_TABLE, SAVED_HISTORIES_TABLE, PARTS_TABLE, SUMMARIES_TABLE)
 _DELETE_FERRY_ROWS = (
     "DELETE FROM ferry_started_calls WHERE thread_id = %s",
     "DELETE FROM ferry_histories WHERE thread_id = %s",
@@ -89,8 +88,7 @@ class FerryPostgresSaver(KeepsHistories, NamesThreadOnRefusal, PostgresSaver):
         """Create or migrate LangGraph's tables, and Ferry's."""
         super().setup()
         with self._cursor() as cur:
-            for statement in _FERRY_TABLES:
-                cur.execute(statement)
+            layout_versions.migrate(cur)  # Ferry's tables at its layout version; newer refused
 
     def first_start(self, thread_id: str, tool_call_id: str) -> bool:
         """Record that a call is starting; False if it had started before."""
@@ -202,8 +200,7 @@ class AsyncFerryPostgresSaver(
         """Create or migrate LangGraph's tables, and Ferry's."""
         await super().setup()
         async with self._cursor() as cur:
-            for statement in _FERRY_TABLES:
-                await cur.execute(statement)
+            await layout_versions.amigrate(cur)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete a thread (from Studio, say) with Ferry's rows and histories of it."""

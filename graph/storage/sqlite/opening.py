@@ -9,25 +9,20 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from graph.storage.sqlite import layout, migration
-from graph.storage.sqlite.schema import FERRY_TABLES
+from graph.storage.sqlite import layout_versions, migration
 
 
 def prepared(conn: sqlite3.Connection, serde: Any) -> sqlite3.Connection:
-    """`conn` with Ferry's tables and any rows of LangGraph's moved into them.
+    """`conn` at this Ferry's layout version, any rows of LangGraph's moved into Ferry's tables.
 
-    A read-only file from before Ferry's layout is read from a copy in memory, which is returned
-    instead (and refuses writes: a turn written to it would be lost at exit).
+    A file of a newer layout is refused (`layout_versions`). A read-only file of an older one
+    is read from a copy in memory, which is returned instead (and refuses writes: a turn
+    written to it would be lost at exit).
     """
-    try:
-        for statement in (*layout.TABLES, *FERRY_TABLES):
-            conn.execute(statement)
-        conn.commit()
-    except sqlite3.OperationalError:  # read-only
-        if not migration.has_table(conn, "ferry_steps"):
-            copy = migration.in_memory(conn)  # from before this layout: a copy
-            migration.move_langgraph_rows(copy, serde)
-            copy.execute("PRAGMA query_only = ON")
-            return copy
+    ready = layout_versions.up_to_date(conn, serde)  # newer refused; older migrated
+    if ready is not conn:  # read-only, of an older layout: a copy in memory
+        migration.move_langgraph_rows(ready, serde)
+        ready.execute("PRAGMA query_only = ON")
+        return ready
     migration.move_langgraph_rows(conn, serde)
     return conn

@@ -86,7 +86,7 @@ def upgrade(conn: sqlite3.Connection, serde: Any) -> None:
         return
     try:
         if conn.execute("PRAGMA user_version").fetchone()[0] < _FORMAT:  # not by another
-            _upgrade_rows(conn, serde)
+            upgrade_rows(conn, serde)
             conn.execute(f"PRAGMA user_version = {_FORMAT}")
         conn.execute("COMMIT")
     except (StoredValueError, sqlite3.OperationalError) as error:
@@ -94,7 +94,8 @@ def upgrade(conn: sqlite3.Connection, serde: Any) -> None:
         log.warning("channel versions not upgraded yet: %s", error)
 
 
-def _upgrade_rows(conn: sqlite3.Connection, serde: Any) -> None:
+def upgrade_rows(conn: sqlite3.Connection, serde: Any) -> None:
+    """Spell the integer versions in LangGraph's `checkpoints` as strings, inside a transaction."""
     rows = conn.execute(
         "SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint FROM checkpoints"
     ).fetchall()

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from graph.storage.sqlite.layout_versions import made_by_newer_ferry
 from graph.storage.threads.summaries import LISTING_SQLITE, PLAIN, Opener, Row, Summary, summary_of
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ def listed_from_rows(path: Path) -> list[Summary] | None:
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=30)
         try:
+            if made_by_newer_ferry(conn):
+                return None  # the saver refuses it, saying so
             rows = [tuple(row) for row in conn.execute(LISTING_SQLITE).fetchall()]
         finally:
             conn.close()
