@@ -26,7 +26,8 @@ from graph.storage import sqlite_saver
 from tests.support.golden import readback, recipe
 from tests.support.scripted import ScriptedModel
 
-FILES = Path(__file__).parents[1] / "support" / "golden" / "files"
+REPO = Path(__file__).resolve().parents[2]
+FILES = REPO / "tests" / "support" / "golden" / "files"
 MANIFESTS = sorted(FILES.glob("ferry-*.json"))
 
 
@@ -115,7 +116,7 @@ def test_a_thread_reads_as_its_release_read_it(golden: Golden, thread_id: str) -
 
 def test_the_cli_lists_and_shows_what_the_release_did(golden: Golden) -> None:
     """`ferry threads --json` (ids, titles, counts, times) and `ferry history --json`."""
-    shown = readback.listing(golden.db, recipe.THREADS)
+    shown = readback.listing(golden.db, recipe.THREADS, pythonpath=str(REPO))
     assert shown["ferry_threads"] == golden.manifest["ferry_threads"]
     assert shown["ferry_history"] == golden.manifest["ferry_history"]
 
@@ -125,7 +126,7 @@ def test_a_read_only_copy_reads_the_same(golden: Golden) -> None:
     for thread_id in recipe.THREADS:
         read = readback.thread(_agent(golden.db), thread_id)
         assert read == golden.manifest["threads"][thread_id]
-    shown = readback.listing(golden.db, recipe.THREADS)
+    shown = readback.listing(golden.db, recipe.THREADS, pythonpath=str(REPO))
     assert shown == {k: golden.manifest[k] for k in ("ferry_threads", "ferry_history")}
 
 
