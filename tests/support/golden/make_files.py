@@ -25,6 +25,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -219,6 +220,7 @@ def write(release: Path, out: Path) -> None:
     }
     text = json.dumps(manifest, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
     (out / f"ferry-{commit}.json").write_text(text, encoding="utf-8")
+    shutil.rmtree(work)
     print(f"{target} ({manifest['bytes']} bytes), {target.with_suffix('.json')}")  # noqa: T201
 
 

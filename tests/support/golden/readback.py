@@ -136,7 +136,7 @@ def listing(db: Path, thread_ids: Sequence[str], pythonpath: str | None = None) 
     """What the CLI shows of the file: `ferry threads --json`, `ferry history --json` of each.
 
     The commands run as the `ferry` console script, at once (each only reads); `pythonpath`
-    puts a release's checkout first, so they run that release's code.
+    puts a checkout first (a release's, or the one under test), so they run its code.
     """
     ferry = str(Path(sys.executable).with_name("ferry"))
     commands = [["threads"], *(["history", "--thread", t] for t in thread_ids)]
