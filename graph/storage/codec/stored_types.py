@@ -49,7 +49,7 @@ VALUE_TYPES: tuple[type, ...] = (
     decimal.Decimal, set, frozenset, collections.deque, zoneinfo.ZoneInfo,
     ipaddress.IPv4Address, ipaddress.IPv4Interface, ipaddress.IPv4Network,
     ipaddress.IPv6Address, ipaddress.IPv6Interface, ipaddress.IPv6Network,
-    pathlib.Path, pathlib.PosixPath,
+    pathlib.PosixPath,  # what `pathlib.Path(...)` makes on the systems Ferry runs on
 )  # fmt: skip
 ALLOWED: dict[tuple[str, str], type] = {
     (cls.__module__, cls.__name__): cls
