@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from graph.storage.history.folding import fold_by_default
+
 if TYPE_CHECKING:
     from langgraph.graph.state import CompiledStateGraph
 
@@ -16,6 +18,17 @@ if TYPE_CHECKING:
     graph: CompiledStateGraph[Any, Any, Any, Any]
 
 __all__ = ["build_graph", "graph"]
+
+
+def _fold_messages(messages: list[Any], updates: Any) -> list[Any]:
+    """Ferry's `messages` reducer, imported when a saver first folds (`graph.state`)."""
+    from graph.state import fold_messages
+
+    return fold_messages(messages, updates)
+
+
+# Storage imports nothing of the agent: it is handed the reducer (graph.storage.history.folding).
+fold_by_default(_fold_messages)
 
 
 def __getattr__(name: str) -> Any:

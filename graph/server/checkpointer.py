@@ -16,6 +16,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from graph.settings import get_settings
+from graph.state import fold_messages
 from graph.storage.codec.serde import serializer
 from graph.storage.sqlite.saver import FerrySaver, connect
 
@@ -27,11 +28,11 @@ async def checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
     if settings.database_url:
         from graph.storage.postgres.saver import async_postgres_saver
 
-        async with async_postgres_saver(settings.database_url) as postgres:
+        async with async_postgres_saver(settings.database_url, fold=fold_messages) as postgres:
             yield postgres
         return
     conn = await asyncio.to_thread(connect, settings.db)
-    saver = FerrySaver(conn, serde=serializer(settings))
+    saver = FerrySaver(conn, serde=serializer(settings), fold=fold_messages)
     await asyncio.to_thread(saver.setup)
     try:
         yield saver

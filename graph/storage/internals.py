@@ -9,7 +9,8 @@ The versions these are tested with are pinned in pyproject.toml.
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
@@ -63,6 +64,11 @@ __all__ = [
     "run_checkpointer",
     "snapshot_value",
     "task_state",
+    "LANGGRAPH_POSTGRES_COLUMNS",
+    "postgres_cursor",
+    "postgres_select_sql",
+    "saver_loop",
+    "stock_next_version",
 ]
 
 SNAPSHOT_COUNTERS = "counters_since_delta_snapshot"
@@ -90,3 +96,87 @@ def task_state(config: RunnableConfig) -> Any:
     """The graph state as the running task's node reads it (private key); {} outside a run."""
     read = config.get("configurable", {}).get(CONFIG_KEY_READ_STATE)
     return read() if read is not None else {}
+
+
+# -- LangGraph's savers, as Ferry's build on them ------------------------------------------------
+# Each `langgraph.checkpoint.postgres` import is deferred: Postgres is an optional extra.
+
+
+def stock_next_version(current: Any) -> str:
+    """The version after `current` as LangGraph's `SqliteSaver` numbers it (32 digits, fraction).
+
+    A thread another saver began keeps LangGraph's format in a `FerrySaver`. The method reads
+    nothing of its saver, so it is called without one.
+    """
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    return SqliteSaver.get_next_version(cast("SqliteSaver", None), current, None)
+
+
+def postgres_cursor(saver: Any) -> Any:
+    """A cursor on a Postgres saver's connection or pool, under its lock (private `_cursor()`).
+
+    Ferry's statements beside LangGraph's run on it, sync or async (`async with`).
+    """
+    return saver._cursor()
+
+
+def saver_loop(saver: Any) -> asyncio.AbstractEventLoop:
+    """The event loop an async Postgres saver was made on (`AsyncPostgresSaver.loop`).
+
+    Its sync methods run its async ones there; Ferry's started-call record does the same.
+    """
+    loop: asyncio.AbstractEventLoop = saver.loop
+    return loop
+
+
+LANGGRAPH_POSTGRES_COLUMNS = {
+    "checkpoints": ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id",
+                    "checkpoint"),
+    "checkpoint_blobs": ("thread_id", "checkpoint_ns", "channel", "version", "type", "blob"),
+    "checkpoint_writes": ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx",
+                          "channel", "type", "blob", "task_path"),
+}  # fmt: skip
+"""LangGraph's Postgres tables and the columns Ferry's own SQL reads (`postgres.history_sql`,
+`threads.summaries`, `postgres.saver`): the ancestor walk, the writes' range query, the snapshot
+lookup and the listing. Also relied on: `checkpoints.checkpoint` is JSONB holding
+`channel_versions`, a channel's blob is keyed by (thread, namespace, channel, version), and a
+blob of type `empty` holds no value."""
+
+_STOCK_BLOBS = """
+    (
+        select array_agg(array[bl.channel::bytea, bl.type::bytea, bl.blob])
+        from jsonb_each_text(checkpoint -> 'channel_versions')
+        inner join checkpoint_blobs bl
+            on bl.thread_id = checkpoints.thread_id
+            and bl.checkpoint_ns = checkpoints.checkpoint_ns
+            and bl.channel = jsonb_each_text.key
+            and bl.version = jsonb_each_text.value
+    ) as channel_values,"""
+_BLOBS_BY_KEY = """
+    (
+        select array_agg(array[bl.channel::bytea, bl.type::bytea, bl.blob])
+        from jsonb_each_text(checkpoint -> 'channel_versions') AS cv
+        cross join lateral (
+            select b.channel, b.type, b.blob from checkpoint_blobs b
+            where b.thread_id = checkpoints.thread_id
+                and b.checkpoint_ns = checkpoints.checkpoint_ns
+                and b.channel = cv.key
+                and b.version = cv.value
+            limit 1
+        ) AS bl
+    ) as channel_values,"""
+
+
+def postgres_select_sql() -> str:
+    """LangGraph's checkpoint query (`SELECT_SQL`) with each channel's blob found by its key.
+
+    LangGraph's joins the checkpoint's channel versions to every blob of the thread, which the
+    planner runs as a scan of them all (thousands for a long thread) for each checkpoint read.
+    Each blob is one primary-key lookup here (LIMIT keeps the LATERAL from being flattened into
+    that join); the rows are the same, the key being unique. LangGraph's query as it is if its
+    text changed (the contract test says so).
+    """
+    from langgraph.checkpoint.postgres.base import SELECT_SQL
+
+    return SELECT_SQL.replace(_STOCK_BLOBS, _BLOBS_BY_KEY)

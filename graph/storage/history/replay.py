@@ -3,7 +3,7 @@
 Messages are stored as the writes of each step (see `graph.state`). Rebuilding them at a
 checkpoint means walking its ancestors back to the nearest one whose history is known (held
 in memory, or a snapshot: LangGraph's, or the root of a pruned thread), then replaying the
-writes since. `graph.storage.sqlite.saver.FerrySaver` calls `replay` and keeps what it rebuilt.
+writes since. `graph.storage.sqlite.histories` calls `replay` and keeps what it rebuilt.
 """
 
 from __future__ import annotations
@@ -13,14 +13,10 @@ from collections.abc import Callable, Generator
 from contextlib import closing
 from typing import Any
 
-from langchain_core.messages import BaseMessage
-
-from graph.storage.internals import DeltaChannelHistory, DeltaSnapshot
+from graph.storage.internals import DeltaChannelHistory
 from graph.storage.sqlite import parts
 from graph.storage.sqlite.layout import UNBOUNDED_CHANNEL, unpacked
 
-Key = tuple[str, str, str]
-"""(thread_id, checkpoint_ns, checkpoint_id)"""
 StepValues = Callable[[str, bytes, "str | None"], tuple[dict[str, Any], dict[str, Any]]]
 """Decodes a stored step's (type, value, metadata) into its checkpoint and metadata."""
 
@@ -34,28 +30,6 @@ CHAIN_SQL = (
     "ON s.thread = ? AND s.ns = ? AND s.id = c.parent) "
     "SELECT id, snapshot FROM chain"
 )
-
-
-def are_messages(seed: Any, writes: list[Any]) -> bool:
-    """Whether a `messages` history holds messages only: then it is Ferry's message channel.
-
-    Ferry's reducer (`graph.state.fold_messages`) is applied only then: messages, or what a
-    caller sends as one (text, a `(role, text)` pair, a message dict). A graph that keeps
-    anything else under that name gets LangGraph's generic rebuild, with its own reducer.
-    """
-    base = seed.value if isinstance(seed, DeltaSnapshot) else (seed or [])
-    if not isinstance(base, list) or not all(isinstance(m, BaseMessage) for m in base):
-        return False
-    items = (item for write in writes for item in (write if isinstance(write, list) else [write]))
-    return all(_message_like(item) for item in items)
-
-
-def _message_like(item: Any) -> bool:
-    if isinstance(item, BaseMessage | str):
-        return True
-    if isinstance(item, dict):
-        return "content" in item and ("role" in item or "type" in item)
-    return isinstance(item, list | tuple) and len(item) == 2 and isinstance(item[0], str)
 
 
 def ancestors(

@@ -20,17 +20,12 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from langgraph.types import Overwrite
-
-from graph.state import fold_messages
-from graph.storage.history.held import HELD as _CACHED_HISTORIES
-from graph.storage.history.replay import Key as Key
-from graph.storage.history.replay import are_messages
-from graph.storage.internals import (
-    DeltaChannelHistory,
-    build_delta_channels_writes_history,
-    snapshot_value,
-)
+from graph.storage.history.folding import Fold
+from graph.storage.history.held import Histories, bounded
+from graph.storage.history.messages import PART as PART
+from graph.storage.history.messages import Key as Key
+from graph.storage.history.messages import folded
+from graph.storage.internals import DeltaChannelHistory, build_delta_channels_writes_history
 from graph.storage.postgres.history_sql import (
     APPEND,
     CHAIN,
@@ -44,8 +39,6 @@ from graph.storage.postgres.history_sql import (
 )
 
 T = TypeVar("T")
-PART = 32
-"""Messages a part holds at least: a cold read replays fewer than this."""
 _SAVE_FROM = 200  # messages; a shorter history replays in a few milliseconds
 _SAVE_GROWTH = 1.5  # a new base once the history is half again what is saved (parts aside)
 Thread = tuple[str, str]
@@ -67,76 +60,47 @@ Steps = Generator[Query, Any, T]
 """Queries to run one after the other, each sent its result; returns what they found."""
 
 
-class KeptHistories:
-    """The histories a process rebuilt, most recently used last (a bounded, thread-safe LRU).
-
-    Beside them, per thread, the newest saved point it knows (`Saved`), which a part extends.
-    """
+class SavedPoints:
+    """Per thread, the newest saved point this process knows (`Saved`), which a part extends."""
 
     def __init__(self) -> None:
-        self._kept: OrderedDict[Key, list[Any]] = OrderedDict()
         self._saved: OrderedDict[Thread, Saved] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: Key) -> list[Any] | None:
-        """The history kept at a checkpoint, or None."""
-        with self._lock:
-            value = self._kept.get(key)
-            if value is not None:
-                self._kept.move_to_end(key)
-            return value
-
-    def of_thread(self, thread_id: str, namespace: str) -> dict[str, list[Any]]:
-        """Every history kept for a thread's namespace, by checkpoint id."""
-        with self._lock:
-            return {k[2]: v for k, v in self._kept.items() if k[:2] == (thread_id, namespace)}
-
-    def keep(self, key: Key, value: list[Any]) -> None:
-        """Keep a history, dropping the least recently used beyond the bound."""
-        with self._lock:
-            _bounded_put(self._kept, key, value)
-
-    def saved(self, thread: Thread) -> Saved | None:
+    def get(self, thread: Thread) -> Saved | None:
         """The newest saved point of a thread this process knows, or None."""
         with self._lock:
             return self._saved.get(thread)
 
-    def know_saved(self, thread: Thread, known: Saved | None) -> None:
+    def know(self, thread: Thread, known: Saved | None) -> None:
         """Remember where a thread's history is saved (None: stop extending what was)."""
         with self._lock:
             if known is None:
                 self._saved.pop(thread, None)
             else:
-                _bounded_put(self._saved, thread, known)
+                bounded(self._saved, thread, known)
 
     def forget(self, thread_id: str) -> None:
-        """Drop every history kept for a thread (it was deleted)."""
+        """Drop what is known of a thread (it was deleted)."""
         with self._lock:
-            for key in [k for k in self._kept if k[0] == thread_id]:
-                del self._kept[key]
             for thread in [t for t in self._saved if t[0] == thread_id]:
                 del self._saved[thread]
-
-
-def _bounded_put(lru: OrderedDict[Any, Any], key: Any, value: Any) -> None:
-    lru[key] = value
-    lru.move_to_end(key)
-    while len(lru) > _CACHED_HISTORIES:
-        lru.popitem(last=False)
 
 
 Rebuilt = tuple[DeltaChannelHistory, list[Any] | None, int]
 """The replayed history, the messages it folds into (None: not Ferry's), the saved length."""
 
 
-def rebuild(kept: KeptHistories, serde: Any, key: Key) -> Steps[Rebuilt]:
+def rebuild(
+    kept: Histories, saved: SavedPoints, serde: Any, key: Key, fold: Fold | None
+) -> Steps[Rebuilt]:
     """Rebuild the messages at `key` from the nearest kept, saved or snapshot ancestor.
 
     The saved length is the saved history's, parts included (0 if none). A saved point that
     does not fit together (`joined`) is passed over: the walk goes on to an earlier one.
     """
     thread_id, namespace, target = key
-    remembered = kept.of_thread(thread_id, namespace)
+    remembered = kept.of_thread((thread_id, namespace))
     base, parts = _points((yield Query(POINTS, {"thread": thread_id, "ns": namespace})))
     # Each saved point's checkpoint, and the length its parts run to (None: the base alone).
     points: dict[str, int | None] = {base[0]: None} if base else {}
@@ -155,7 +119,7 @@ def rebuild(kept: KeptHistories, serde: Any, key: Key) -> Steps[Rebuilt]:
             if seed is None:  # walk on past it, to an earlier point that fits
                 points = {at: up for at, up in points.items() if _before(up, upto)}
                 continue
-            kept.know_saved((thread_id, namespace), (str(oldest), list(seed)))
+            saved.know((thread_id, namespace), (str(oldest), list(seed)))
         elif snapshot is not None:
             row = yield Query(SNAPSHOT, (thread_id, namespace, snapshot), "one")
             seed = serde.loads_typed((row["type"], row["blob"])) if row else None
@@ -166,7 +130,8 @@ def rebuild(kept: KeptHistories, serde: Any, key: Key) -> Steps[Rebuilt]:
     )
     entry = replayed(chain, seed, rows, serde)
     saved_length = parts[-1][0] if parts else base[1] if base else 0
-    return entry, folded(entry), saved_length
+    values = [value for _, _, value in entry["writes"]]
+    return entry, folded(entry.get("seed"), values, fold), saved_length
 
 
 def _before(length: int | None, failed: int | None) -> bool:
@@ -201,18 +166,18 @@ def joined(rows: Sequence[Mapping[str, Any]], serde: Any, upto: int | None) -> l
 
 
 def keep_saved(
-    kept: KeptHistories, serde: Any, key: Key, messages: list[Any], length: int
+    saved: SavedPoints, serde: Any, key: Key, messages: list[Any], length: int
 ) -> Steps[Saved | None] | None:
     """Extend the saved history by a part, or save it anew (a base); None if neither is due.
 
     The steps run in one transaction and return what the process then knows is saved.
     """
     thread = key[:2]
-    known = kept.saved(thread)
+    known = saved.get(thread)
     if known is not None and len(known[1]) == length and len(messages) >= length + PART:
         if extends(messages, known[1]):
             return _saved_steps(serde, key, messages, (known[0], length))
-        kept.know_saved(thread, None)  # another branch: stop comparing each step
+        saved.know(thread, None)  # another branch: stop comparing each step
     if worth_saving(messages, length):
         return _saved_steps(serde, key, messages, None)
     return None
@@ -276,15 +241,6 @@ def replayed(
         seed_val_by_ch={"messages": seed}, seeded=set() if seed is None else {"messages"},
         stage2_rows=stage2, serde=serde,
     )["messages"]  # fmt: skip
-
-
-def folded(entry: DeltaChannelHistory) -> list[Any] | None:
-    """The messages a replayed history folds into; None unless they are Ferry's messages."""
-    writes = [value for _, _, value in entry["writes"]]
-    seed = entry.get("seed")
-    if any(isinstance(value, Overwrite) for value in writes) or not are_messages(seed, writes):
-        return None  # an edit in Studio, or not Ferry's messages: LangGraph's generic rebuild
-    return fold_messages(snapshot_value(seed), writes)
 
 
 def worth_saving(messages: list[Any], saved_length: int) -> bool:

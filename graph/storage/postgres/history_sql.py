@@ -6,7 +6,7 @@ the parts that extend it since.
 
 from __future__ import annotations
 
-from langgraph.checkpoint.postgres.base import SELECT_SQL as _STOCK_SELECT
+from graph.storage.internals import postgres_select_sql
 
 SAVED_HISTORIES_TABLE = (
     "CREATE TABLE IF NOT EXISTS ferry_histories (thread_id TEXT NOT NULL, "
@@ -86,35 +86,5 @@ WRITES = (
     "AND checkpoint_id BETWEEN %(first)s AND %(last)s AND checkpoint_id = ANY(%(chain)s::text[])"
 )
 
-_STOCK_BLOBS = """
-    (
-        select array_agg(array[bl.channel::bytea, bl.type::bytea, bl.blob])
-        from jsonb_each_text(checkpoint -> 'channel_versions')
-        inner join checkpoint_blobs bl
-            on bl.thread_id = checkpoints.thread_id
-            and bl.checkpoint_ns = checkpoints.checkpoint_ns
-            and bl.channel = jsonb_each_text.key
-            and bl.version = jsonb_each_text.value
-    ) as channel_values,"""
-_BLOBS_BY_KEY = """
-    (
-        select array_agg(array[bl.channel::bytea, bl.type::bytea, bl.blob])
-        from jsonb_each_text(checkpoint -> 'channel_versions') AS cv
-        cross join lateral (
-            select b.channel, b.type, b.blob from checkpoint_blobs b
-            where b.thread_id = checkpoints.thread_id
-                and b.checkpoint_ns = checkpoints.checkpoint_ns
-                and b.channel = cv.key
-                and b.version = cv.value
-            limit 1
-        ) AS bl
-    ) as channel_values,"""
-SELECT_SQL = _STOCK_SELECT.replace(_STOCK_BLOBS, _BLOBS_BY_KEY)
-"""LangGraph's checkpoint query (`get_tuple`, `list`) with each channel's blob found by its key.
-
-LangGraph's joins the checkpoint's channel versions to every blob of the thread, which the
-planner runs as a scan of them all (thousands for a long thread) for each checkpoint read.
-Each blob is one primary-key lookup here (LIMIT keeps the LATERAL from being flattened into
-that join); the rows are the same, the key being unique. Left as LangGraph's if its text
-changes (`tests/integration/test_postgres_parts.py` checks that it has not).
-"""
+SELECT_SQL = postgres_select_sql()
+"""LangGraph's checkpoint query with each channel's blob found by its key (see internals)."""

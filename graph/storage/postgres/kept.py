@@ -1,48 +1,105 @@
-"""What Ferry's Postgres savers keep beside LangGraph's rows: histories and thread summaries.
+"""What Ferry's Postgres savers keep beside LangGraph's rows: the histories they rebuild.
 
-Mixed into `FerryPostgresSaver` and `AsyncFerryPostgresSaver` before LangGraph's savers: the
-messages are rebuilt from the nearest known history (`graph.storage.postgres.history`), and the sync
-saver rewrites each thread's summary row as it puts its checkpoints (the async one, the
-server's, leaves its threads to be summarised by the next listing).
+One `KeptHistories` is held by each saver, sync (`postgres.saver`) or async (`postgres.aio`),
+as LangGraph's `BasePostgresSaver` holds what its two savers share: the messages are rebuilt
+from the nearest known history (`graph.storage.postgres.history`), written once as steps of
+queries that each saver runs on its own cursor (`drive`, `adrive`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable
 from typing import Any, cast
 
 import psycopg
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import (
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
-    get_checkpoint_id,
-)
-from langgraph.checkpoint.postgres import PostgresSaver
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 import graph.storage.postgres.history as pg
 from graph.storage.codec.allowlist import naming_thread
 from graph.storage.codec.serde import collection_paused
-from graph.storage.internals import DeltaChannelHistory
-from graph.storage.postgres.history_sql import SELECT_SQL
-from graph.storage.threads.reading import summary_after_put
-from graph.storage.threads.summaries import SAVE_POSTGRES, Row, listing_rows
+from graph.storage.history.folding import Fold
+from graph.storage.history.held import Histories
+from graph.storage.history.messages import History, Key, latest_key, named_key, no_messages, seeded
+from graph.storage.internals import postgres_cursor
 
 log = logging.getLogger("ferry.saver")
-History = Mapping[str, DeltaChannelHistory]
 
 
-def _key(config: RunnableConfig, target: str) -> pg.Key:
-    configurable = config["configurable"]
-    return (str(configurable["thread_id"]), configurable.get("checkpoint_ns", ""), target)
+class KeptHistories:
+    """The histories a Postgres saver rebuilt, and where each thread's is saved."""
+
+    def __init__(self, serde: Callable[[], Any], fold: Callable[[], Fold | None]) -> None:
+        # The saver's serializer and reducer, read when used (a caller may replace either).
+        self._serde, self._fold = serde, fold
+        self.held = Histories()
+        self.saved = pg.SavedPoints()
+
+    def held_at(self, key: Key) -> History | None:
+        """The history at `key` if this process holds it."""
+        known = self.held.get(key)
+        return None if known is None else seeded(known)
+
+    def rebuild(self, key: Key) -> pg.Steps[pg.Rebuilt]:
+        """The steps that rebuild the history at `key` (`pg.rebuild`)."""
+        return pg.rebuild(self.held, self.saved, self._serde(), key, self._fold())
+
+    def rebuilt(
+        self, key: Key, rebuilt: pg.Rebuilt
+    ) -> tuple[History, pg.Steps[pg.Saved | None] | None]:
+        """What to hand LangGraph, and the steps that save the history if that is due."""
+        entry, messages, saved_length = rebuilt
+        if messages is None:
+            return {"messages": entry}, None
+        self.held.keep(key, messages)
+        steps = pg.keep_saved(self.saved, self._serde(), key, messages, saved_length)
+        return seeded(messages), steps
+
+    def forget(self, thread_id: str) -> None:
+        """Drop every history held for a thread (it was deleted)."""
+        self.held.forget(thread_id)
+        self.saved.forget(thread_id)
 
 
-def _copied(messages: list[Any]) -> History:
-    # A copy: the channel hands its value out (`get_state`), and a caller may edit it.
-    return {"messages": {"writes": [], "seed": list(messages)}}
+def messages_history(saver: Any, config: RunnableConfig) -> History:
+    """`get_delta_channel_history` of `messages` for a sync saver holding `saver.kept`."""
+    kept: KeptHistories = saver.kept
+    with naming_thread(config):
+        key = named_key(config) or latest_key(saver.get_tuple(config))
+        if key is None:
+            return no_messages()
+        if (held := kept.held_at(key)) is not None:
+            return held
+        with postgres_cursor(saver) as cur:
+            history, steps = kept.rebuilt(key, drive(cur, kept.rebuild(key)))
+        if steps is not None:
+            try:  # in one transaction; a failure (a read-only role) loses only speed
+                with postgres_cursor(saver) as cur, cur.connection.transaction():
+                    kept.saved.know(key[:2], drive(cur, steps))
+            except psycopg.Error as error:
+                log.debug("history of %s not saved: %s", key[0], error)
+        return history
+
+
+async def amessages_history(saver: Any, config: RunnableConfig) -> History:
+    """`messages_history` for an async saver."""
+    kept: KeptHistories = saver.kept
+    with naming_thread(config):
+        key = named_key(config) or latest_key(await saver.aget_tuple(config))
+        if key is None:
+            return no_messages()
+        if (held := kept.held_at(key)) is not None:
+            return held
+        async with postgres_cursor(saver) as cur:
+            rebuilt = await adrive(cur, kept.rebuild(key))
+        history, steps = kept.rebuilt(key, rebuilt)
+        if steps is not None:
+            try:
+                async with postgres_cursor(saver) as cur, cur.connection.transaction():
+                    kept.saved.know(key[:2], await adrive(cur, steps))
+            except psycopg.Error as error:
+                log.debug("history of %s not saved: %s", key[0], error)
+        return history
 
 
 def _step(steps: pg.Steps[pg.T], answer: Any) -> tuple[Any, Any]:
@@ -54,7 +111,7 @@ def _step(steps: pg.Steps[pg.T], answer: Any) -> tuple[Any, Any]:
             return None, done.value
 
 
-def _drive(cur: psycopg.Cursor[Any], steps: pg.Steps[pg.T]) -> pg.T:
+def drive(cur: psycopg.Cursor[Any], steps: pg.Steps[pg.T]) -> pg.T:
     """Run the steps' queries on `cur`; rebuilding messages pauses the collector (see serde)."""
     answer: Any = None
     while True:
@@ -68,8 +125,8 @@ def _drive(cur: psycopg.Cursor[Any], steps: pg.Steps[pg.T]) -> pg.T:
             answer = cur.fetchone() if query.want == "one" else cur.fetchall()
 
 
-async def _adrive(cur: psycopg.AsyncCursor[Any], steps: pg.Steps[pg.T]) -> pg.T:
-    """`_drive`, awaited; the collector runs while the queries are awaited."""
+async def adrive(cur: psycopg.AsyncCursor[Any], steps: pg.Steps[pg.T]) -> pg.T:
+    """`drive`, awaited; the collector runs while the queries are awaited."""
     answer: Any = None
     while True:
         query, returned = _step(steps, answer)
@@ -80,114 +137,3 @@ async def _adrive(cur: psycopg.AsyncCursor[Any], steps: pg.Steps[pg.T]) -> pg.T:
             answer = cur.rowcount
         else:
             answer = await (cur.fetchone() if query.want == "one" else cur.fetchall())
-
-
-class KeepsHistories(PostgresSaver):
-    """A Postgres saver that keeps rebuilt histories and thread summaries (see the module)."""
-
-    SELECT_SQL = SELECT_SQL
-    kept: pg.KeptHistories
-
-    def get_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> History:
-        """Rebuild `messages` from the nearest kept, saved or snapshot checkpoint onwards."""
-        if list(channels) != ["messages"]:
-            return super().get_delta_channel_history(config=config, channels=channels)
-        with naming_thread(config):
-            target = get_checkpoint_id(config)
-            if not target:
-                latest = self.get_tuple(config)
-                if latest is None:
-                    return {"messages": {"writes": []}}
-                target = latest.config["configurable"]["checkpoint_id"]
-            return self._messages_history(_key(config, target))
-
-    def _messages_history(self, key: pg.Key) -> History:
-        if (known := self.kept.get(key)) is not None:
-            return _copied(known)
-        with self._cursor() as cur:
-            entry, messages, saved_length = _drive(cur, pg.rebuild(self.kept, self.serde, key))
-        if messages is None:
-            return {"messages": entry}
-        self.kept.keep(key, messages)
-        if (steps := pg.keep_saved(self.kept, self.serde, key, messages, saved_length)) is not None:
-            self._save(key, steps)
-        return _copied(messages)
-
-    def _save(self, key: pg.Key, steps: pg.Steps[pg.Saved | None]) -> None:
-        """Run saving steps in one transaction; a failure (a read-only role) loses only speed."""
-        try:
-            with self._cursor() as cur, cur.connection.transaction():
-                known = _drive(cur, steps)
-        except psycopg.Error as error:
-            log.debug("history of %s not saved: %s", key[0], error)
-            return
-        self.kept.know_saved(key[:2], known)
-
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Save a checkpoint, then its thread's summary row (for the main namespace)."""
-        saved = super().put(config, checkpoint, metadata, new_versions)
-        if (row := summary_after_put(self, saved, checkpoint)) is not None:
-            self.save_summary(row)
-        return saved
-
-    def thread_summaries(self) -> list[tuple[Any, ...]]:
-        """Each thread's listing row (`graph.storage.threads.summaries.LISTING`)."""
-        with self._cursor() as cur:
-            return listing_rows(cur)
-
-    def save_summary(self, row: Row) -> None:
-        """Write a thread's summary row; nothing if the database may not be written."""
-        try:
-            with self._cursor() as cur:
-                cur.execute(SAVE_POSTGRES, row)
-        except psycopg.Error as error:
-            log.debug("summary of %s not kept: %s", row[0], error)
-
-
-class AsyncKeepsHistories(AsyncPostgresSaver):
-    """The async Postgres saver's side of `KeepsHistories`: the same reads, awaited."""
-
-    SELECT_SQL = SELECT_SQL
-    kept: pg.KeptHistories
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> History:
-        """Rebuild `messages` from the nearest kept, saved or snapshot checkpoint onwards."""
-        if list(channels) != ["messages"]:
-            return await super().aget_delta_channel_history(config=config, channels=channels)
-        with naming_thread(config):
-            target = get_checkpoint_id(config)
-            if not target:
-                latest = await self.aget_tuple(config)
-                if latest is None:
-                    return {"messages": {"writes": []}}
-                target = latest.config["configurable"]["checkpoint_id"]
-            return await self._amessages_history(_key(config, target))
-
-    async def _amessages_history(self, key: pg.Key) -> History:
-        if (known := self.kept.get(key)) is not None:
-            return _copied(known)
-        async with self._cursor() as cur:
-            rebuilt = await _adrive(cur, pg.rebuild(self.kept, self.serde, key))
-        entry, messages, saved_length = rebuilt
-        if messages is None:
-            return {"messages": entry}
-        self.kept.keep(key, messages)
-        if (steps := pg.keep_saved(self.kept, self.serde, key, messages, saved_length)) is not None:
-            try:
-                async with self._cursor() as cur, cur.connection.transaction():
-                    saved = await _adrive(cur, steps)
-            except psycopg.Error as error:
-                log.debug("history of %s not saved: %s", key[0], error)
-            else:
-                self.kept.know_saved(key[:2], saved)
-        return _copied(messages)

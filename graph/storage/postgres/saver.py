@@ -1,11 +1,9 @@
 """Threads in PostgreSQL (`FERRY_DATABASE_URL`), for the CLI, Python and the server alike.
 
-LangGraph's Postgres savers are used with their own serializer and channel versions everywhere,
-so a thread started by any entry point continues in any other. Messages are stored as each
-step's writes (see `graph.state`): a thread grows with its conversation, as in SQLite. As in
-SQLite, a saved history per thread, extended by parts, spares a new process the replay from
-the thread's start, and a summary row per thread spares `ferry threads` every replay
-(`graph.storage.postgres.kept`).
+LangGraph's Postgres savers with Ferry's serializer and its channel versions everywhere, so a
+thread started by any entry point continues in any other. As in SQLite, a saved history per
+thread spares a new process the replay from the thread's start (`postgres.kept`), and a summary
+row per thread spares `ferry threads` every replay (`postgres.summaries`).
 """
 
 from __future__ import annotations
@@ -13,17 +11,30 @@ from __future__ import annotations
 import asyncio
 import atexit
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 
 from graph.settings import ConfigError
 from graph.storage.codec.allowlist import NamesThreadOnRefusal
 from graph.storage.codec.serde import serializer
-from graph.storage.postgres import layout_versions
-from graph.storage.postgres.history import KeptHistories
-from graph.storage.threads.started import RecordsStartsOnItsLoop
-from graph.storage.threads.summaries import DELETE_POSTGRES
+from graph.storage.history.folding import Fold, default_fold
+from graph.storage.history.messages import History
+from graph.storage.internals import postgres_cursor, saver_loop
+from graph.storage.postgres import layout_versions, summaries
+from graph.storage.postgres.history_sql import SELECT_SQL
+from graph.storage.postgres.tables import (
+    DELETE_FERRY_ROWS,
+    FORGET_START,
+    RECORD_START,
+    STORED_BYTES,
+    THREAD_IDS,
+)
+from graph.storage.threads.started import on_its_loop
+from graph.storage.threads.summaries import Row
 
 try:
     import psycopg
@@ -32,7 +43,7 @@ try:
     from psycopg.rows import DictRow, dict_row
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-    from graph.storage.postgres.kept import AsyncKeepsHistories, KeepsHistories
+    from graph.storage.postgres.kept import KeptHistories, amessages_history, messages_history
 except ImportError as exc:  # the optional extra is not installed
     raise ConfigError(
         "FERRY_DATABASE_URL needs Postgres support: pip install 'ferry-agent[postgres]'"
@@ -43,21 +54,11 @@ except ImportError as exc:  # the optional extra is not installed
 # statements, which poolers such as PgBouncer do not carry between connections.
 _CONNECTION = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
 _CONNECT_TIMEOUT_S = 10
+Connection = psycopg.Connection[DictRow] | ConnectionPool[psycopg.Connection[DictRow]]
+"""What a sync saver runs on: one connection, or a pool of them."""
 # Several processes may start on a new database at once; its tables are created by one of them.
 _SETUP_LOCK = 0x6665_7272  # "ferr"
 _SETUP_WAIT_S = 60
-_RECORD_START = "INSERT INTO ferry_started_calls VALUES (%s, %s) ON CONFLICT DO NOTHING"
-_FORGET_START = "DELETE FROM ferry_started_calls WHERE thread_id = %s AND tool_call_id = %s"
-_TABLES = (
-    *("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
-    *("ferry_started_calls", "ferry_histories", "ferry_history_parts", "ferry_thread_summaries"),
-)
-_DELETE_FERRY_ROWS = (
-    "DELETE FROM ferry_started_calls WHERE thread_id = %s",
-    "DELETE FROM ferry_histories WHERE thread_id = %s",
-    "DELETE FROM ferry_history_parts WHERE thread_id = %s",
-    DELETE_POSTGRES,
-)
 
 
 def connect(url: str) -> psycopg.Connection[DictRow]:
@@ -75,54 +76,83 @@ def connect(url: str) -> psycopg.Connection[DictRow]:
         raise ConfigError(f"cannot connect to Postgres (FERRY_DATABASE_URL): {reason}") from exc
 
 
-class FerryPostgresSaver(KeepsHistories, NamesThreadOnRefusal, PostgresSaver):
-    """LangGraph's Postgres saver with Ferry's serializer, rows and kept histories."""
+class FerryPostgresSaver(NamesThreadOnRefusal, PostgresSaver):
+    """LangGraph's Postgres saver with Ferry's serializer, rows and kept histories.
 
-    def __init__(
-        self, conn: psycopg.Connection[DictRow] | ConnectionPool[psycopg.Connection[DictRow]]
-    ) -> None:
+    The messages are rebuilt from the nearest known history (`postgres.kept`), and each put on
+    a thread's main namespace rewrites its summary row (`postgres.summaries`).
+    """
+
+    SELECT_SQL = SELECT_SQL
+
+    def __init__(self, conn: Connection, *, fold: Fold | None = None) -> None:
         super().__init__(conn, serde=serializer())
-        self.kept = KeptHistories()
+        self.fold = fold or default_fold()  # the `messages` reducer (`history.folding`)
+        self.kept = KeptHistories(lambda: self.serde, lambda: self.fold)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> History:
+        """Rebuild `messages` from the nearest kept, saved or snapshot checkpoint onwards."""
+        if list(channels) != ["messages"]:
+            return dict(super().get_delta_channel_history(config=config, channels=channels))
+        return messages_history(self, config)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Save a checkpoint, then its thread's summary row (for the main namespace)."""
+        saved = super().put(config, checkpoint, metadata, new_versions)
+        summaries.after_put(self, saved, checkpoint)
+        return saved
+
+    def thread_summaries(self) -> list[tuple[Any, ...]]:
+        """Each thread's listing row (`graph.storage.threads.summaries.LISTING`)."""
+        return summaries.listing(self)
+
+    def save_summary(self, row: Row) -> None:
+        """Write a thread's summary row; nothing if the database may not be written."""
+        summaries.save(self, row)
 
     def setup(self) -> None:
         """Create or migrate LangGraph's tables, and Ferry's."""
         super().setup()
-        with self._cursor() as cur:
+        with postgres_cursor(self) as cur:
             layout_versions.migrate(cur)  # Ferry's tables at its layout version; newer refused
 
     def first_start(self, thread_id: str, tool_call_id: str) -> bool:
         """Record that a call is starting; False if it had started before."""
-        with self._cursor() as cur:
-            cur.execute(_RECORD_START, (thread_id, tool_call_id))
-            return cur.rowcount == 1
+        with postgres_cursor(self) as cur:
+            cur.execute(RECORD_START, (thread_id, tool_call_id))
+            return bool(cur.rowcount == 1)
 
     def forget_start(self, thread_id: str, tool_call_id: str) -> None:
         """Forget a start: the call paused (`interrupt()`) and runs again when resumed."""
-        with self._cursor() as cur:
-            cur.execute(_FORGET_START, (thread_id, tool_call_id))
+        with postgres_cursor(self) as cur:
+            cur.execute(FORGET_START, (thread_id, tool_call_id))
 
     def thread_ids(self) -> list[str]:
         """Ids of the stored threads."""
-        with self._cursor() as cur:
-            cur.execute("SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_ns = ''")
+        with postgres_cursor(self) as cur:
+            cur.execute(THREAD_IDS)
             return [row["thread_id"] for row in cur.fetchall()]
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread's checkpoints and writes, and Ferry's rows and histories of it."""
         super().delete_thread(thread_id)
-        with self._cursor() as cur:
-            for statement in _DELETE_FERRY_ROWS:
+        with postgres_cursor(self) as cur:
+            for statement in DELETE_FERRY_ROWS:
                 cur.execute(statement, (str(thread_id),))
         self.kept.forget(str(thread_id))
 
     def stored_bytes(self) -> int:
         """Disk space the threads take: Ferry's tables with their indexes and TOAST data."""
-        with self._cursor() as cur:
-            cur.execute(
-                "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0) AS size "
-                "FROM unnest(%s::text[]) AS t",
-                (list(_TABLES),),
-            )
+        with postgres_cursor(self) as cur:
+            cur.execute(STORED_BYTES)
             row = cur.fetchone()
             return int(row["size"]) if row else 0
 
@@ -176,37 +206,59 @@ def open_postgres_saver(url: str) -> Iterator[FerryPostgresSaver]:
             conn.close()
 
 
-class AsyncFerryPostgresSaver(
-    RecordsStartsOnItsLoop, AsyncKeepsHistories, NamesThreadOnRefusal, AsyncPostgresSaver
-):
-    """LangGraph's async Postgres saver, for the server; a refused value names its thread."""
+class AsyncFerryPostgresSaver(NamesThreadOnRefusal, AsyncPostgresSaver):
+    """LangGraph's async Postgres saver, for the server; a refused value names its thread.
 
-    def __init__(self, conn: Any, *, serde: Any = None) -> None:
+    It rebuilds histories as the sync one does; its threads' summary rows are left to the next
+    listing.
+    """
+
+    SELECT_SQL = SELECT_SQL
+
+    def __init__(self, conn: Any, *, serde: Any = None, fold: Fold | None = None) -> None:
         super().__init__(conn, serde=serde or serializer())
-        self.kept = KeptHistories()
+        self.fold = fold or default_fold()
+        self.kept = KeptHistories(lambda: self.serde, lambda: self.fold)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> History:
+        """Rebuild `messages` from the nearest kept, saved or snapshot checkpoint onwards."""
+        if list(channels) != ["messages"]:
+            found = await super().aget_delta_channel_history(config=config, channels=channels)
+            return dict(found)
+        return await amessages_history(self, config)
+
+    def first_start(self, thread_id: str, tool_call_id: str) -> bool:
+        """Record that a call is starting (from a worker thread, on the saver's loop)."""
+        return bool(on_its_loop(saver_loop(self), self.afirst_start(thread_id, tool_call_id)))
+
+    def forget_start(self, thread_id: str, tool_call_id: str) -> None:
+        """Forget a start (from a worker thread, on the saver's loop)."""
+        on_its_loop(saver_loop(self), self.aforget_start(thread_id, tool_call_id))
 
     async def afirst_start(self, thread_id: str, tool_call_id: str) -> bool:
         """Record that a call is starting; False if it had started before."""
-        async with self._cursor() as cur:
-            await cur.execute(_RECORD_START, (thread_id, tool_call_id))
-            return cur.rowcount == 1
+        async with postgres_cursor(self) as cur:
+            await cur.execute(RECORD_START, (thread_id, tool_call_id))
+            return bool(cur.rowcount == 1)
 
     async def aforget_start(self, thread_id: str, tool_call_id: str) -> None:
         """Forget a start: the call paused (`interrupt()`) and runs again when resumed."""
-        async with self._cursor() as cur:
-            await cur.execute(_FORGET_START, (thread_id, tool_call_id))
+        async with postgres_cursor(self) as cur:
+            await cur.execute(FORGET_START, (thread_id, tool_call_id))
 
     async def setup(self) -> None:
         """Create or migrate LangGraph's tables, and Ferry's."""
         await super().setup()
-        async with self._cursor() as cur:
+        async with postgres_cursor(self) as cur:
             await layout_versions.amigrate(cur)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete a thread (from Studio, say) with Ferry's rows and histories of it."""
         await super().adelete_thread(thread_id)
-        async with self._cursor() as cur:
-            for statement in _DELETE_FERRY_ROWS:
+        async with postgres_cursor(self) as cur:
+            for statement in DELETE_FERRY_ROWS:
                 await cur.execute(statement, (str(thread_id),))
         self.kept.forget(str(thread_id))
 
@@ -229,7 +281,9 @@ def postgres_saver(url: str) -> FerryPostgresSaver:
 
 
 @asynccontextmanager
-async def async_postgres_saver(url: str) -> AsyncIterator[AsyncFerryPostgresSaver]:
+async def async_postgres_saver(
+    url: str, *, fold: Fold | None = None
+) -> AsyncIterator[AsyncFerryPostgresSaver]:
     """The server's saver, on a connection pool open for the server's lifetime."""
     await asyncio.to_thread(postgres_setup, url)
     async with AsyncConnectionPool(
@@ -242,4 +296,4 @@ async def async_postgres_saver(url: str) -> AsyncIterator[AsyncFerryPostgresSave
         name="ferry-server",
         open=False,  # opened by `async with`
     ) as pool:
-        yield AsyncFerryPostgresSaver(pool, serde=serializer())
+        yield AsyncFerryPostgresSaver(pool, serde=serializer(), fold=fold)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import Checkpoint, CheckpointTuple
 
+    from graph.storage.history.folding import Fold
     from graph.storage.internals import DeltaChannelHistory
 
 log = logging.getLogger("ferry.threads")
@@ -35,6 +36,8 @@ class ReadsHistories(Protocol):
     """A saver, as far as rebuilding a thread's messages needs one."""
 
     serde: Any
+    fold: Fold | None
+    """The `messages` reducer (`graph.storage.history.folding`)."""
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint `config` names, or its thread's newest."""
@@ -176,8 +179,10 @@ def _opener(serde: Any) -> Opener:
 
 
 def stored_messages(saver: ReadsHistories, saved: CheckpointTuple) -> list[Any]:
-    """The messages as of a checkpoint: its own snapshot, or rebuilt from the steps' writes."""
-    from graph.state import fold_messages
+    """The messages as of a checkpoint: its own snapshot, or rebuilt from the steps' writes.
+
+    Writes the saver left unfolded are folded with its reducer (`saver.fold`).
+    """
     from graph.storage.internals import snapshot_value
 
     values = saved.checkpoint["channel_values"]
@@ -185,8 +190,12 @@ def stored_messages(saver: ReadsHistories, saved: CheckpointTuple) -> list[Any]:
         return snapshot_value(values["messages"])
     history = saver.get_delta_channel_history(config=saved.config, channels=["messages"])
     entry = history["messages"]
-    writes = [value for _, _, value in entry["writes"]]
-    return fold_messages(snapshot_value(entry.get("seed")), writes)
+    seed, writes = snapshot_value(entry.get("seed")), [value for _, _, value in entry["writes"]]
+    if not writes:
+        return seed
+    if saver.fold is None:
+        raise ValueError("a saver without a messages reducer (fold=) cannot count messages")
+    return saver.fold(seed, writes)
 
 
 _ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}

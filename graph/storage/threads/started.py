@@ -18,38 +18,19 @@ STARTED_CALLS_TABLE = (
 """One row per tool call that has started, in SQLite and Postgres alike."""
 
 
-class RecordsStartsOnItsLoop:
-    """`first_start`/`forget_start` for an async saver: its async methods, run on its loop."""
+def on_its_loop(loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, Any]) -> Any:
+    """Run an async saver's `work` on its `loop` from another thread, and wait for it.
 
-    loop: asyncio.AbstractEventLoop
+    How an async saver's `first_start`/`forget_start` run its async ones for a sync node.
 
-    async def afirst_start(self, thread_id: str, tool_call_id: str) -> bool:
-        """Record that a call is starting; False if it had started before."""
-        raise NotImplementedError
-
-    async def aforget_start(self, thread_id: str, tool_call_id: str) -> None:
-        """Forget a start: the call paused (`interrupt()`) and runs again when resumed."""
-        raise NotImplementedError
-
-    def first_start(self, thread_id: str, tool_call_id: str) -> bool:
-        """Record that a call is starting; False if it had started before (from another thread).
-
-        Raises:
-            asyncio.InvalidStateError: Called on the saver's own loop, which would deadlock.
-        """
-        return bool(self._on_its_loop(self.afirst_start(thread_id, tool_call_id)))
-
-    def forget_start(self, thread_id: str, tool_call_id: str) -> None:
-        """Forget a start (from another thread): the call paused and runs again when resumed."""
-        self._on_its_loop(self.aforget_start(thread_id, tool_call_id))
-
-    def _on_its_loop(self, work: Coroutine[Any, Any, Any]) -> Any:
-        """Run `work` on the saver's loop from another thread, and wait for it."""
-        try:
-            on_its_loop = asyncio.get_running_loop() is self.loop
-        except RuntimeError:  # no loop in this thread
-            on_its_loop = False
-        if on_its_loop:
-            work.close()
-            raise asyncio.InvalidStateError("a blocking call on the saver's loop: await it")
-        return asyncio.run_coroutine_threadsafe(work, self.loop).result()
+    Raises:
+        asyncio.InvalidStateError: Called on the saver's own loop, which would deadlock.
+    """
+    try:
+        on_it = asyncio.get_running_loop() is loop
+    except RuntimeError:  # no loop in this thread
+        on_it = False
+    if on_it:
+        work.close()
+        raise asyncio.InvalidStateError("a blocking call on the saver's loop: await it")
+    return asyncio.run_coroutine_threadsafe(work, loop).result()
