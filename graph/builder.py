@@ -233,8 +233,8 @@ def build_graph(
         model: The chat model; by default the one `FERRY_MODEL` names, created on first use.
         tools: The tools; by default `tools.TOOLS` and the tools of the MCP servers in
             `FERRY_MCP_CONFIG` (or `./mcp.json`), started once per process.
-        checkpointer: Where threads are stored; by default Postgres at `FERRY_DATABASE_URL`
-            when it is set, else SQLite at `FERRY_DB`.
+        checkpointer: Where threads are stored, used as given; by default Postgres at
+            `FERRY_DATABASE_URL` when it is set, else SQLite at `FERRY_DB`.
         settings: Ferry's settings; by default read from the environment and `.env`.
     """
     settings = settings or get_settings()
@@ -242,10 +242,10 @@ def build_graph(
         from graph.storage import default_saver
 
         checkpointer = default_saver(settings)
-    else:
-        from graph.storage.sqlite.stock import adopted
+    else:  # the caller's, used as given (a stock SQLite saver's cost logged once)
+        from graph.storage.sqlite.stock import as_given
 
-        checkpointer = adopted(checkpointer, settings)
+        checkpointer = as_given(checkpointer)
     return _compile(settings, model, tools, checkpointer)
 
 

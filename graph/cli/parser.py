@@ -8,13 +8,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from graph.cli.agent import cmd_ask, cmd_chat, cmd_resume
+from graph.cli.conversion import add_conversion_commands
 from graph.cli.info import cmd_info, cmd_tools
 from graph.cli.threads import cmd_delete, cmd_history, cmd_prune, cmd_threads
 from graph.cli.trust import add_trust_commands
 
 COMMANDS = (
     *("ask", "chat", "resume", "history", "threads", "delete", "prune", "info", "tools"),
-    *("trust", "untrust"),
+    *("trust", "untrust", "migrate", "export"),
 )
 _TOP_LEVEL_OPTIONS = ("-h", "--help", "--version")
 
@@ -113,4 +114,5 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (ask, resume, history, threads, delete, prune, info, tools):
         p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     add_trust_commands(sub)
+    add_conversion_commands(sub)
     return parser

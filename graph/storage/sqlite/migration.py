@@ -1,231 +1,229 @@
-"""Files from before Ferry's layout: their rows in LangGraph's tables move into Ferry's.
+"""`ferry migrate FILE`: a file's threads in LangGraph's tables, converted into Ferry's layout.
 
-A file written by an earlier Ferry, or by LangGraph's own `SqliteSaver` (handed to
-`build_graph`, `graph.storage.sqlite.stock`), keeps its checkpoints in LangGraph's `checkpoints` and
-`writes`. The first writable open moves them, in one transaction, into `ferry_steps` and
-`ferry_writes` (`graph.storage.sqlite.layout`): each checkpoint's bytes as they were (never decoded,
-so nothing is lost that this process cannot read, such as values sealed with another key),
-its metadata as LangGraph's JSON. A read-only file is copied into memory and moved there.
+A file written by an earlier Ferry, or by LangGraph's own `SqliteSaver` (what LangGraph's docs
+teach), keeps its checkpoints in LangGraph's `checkpoints` and `writes`. Ferry never moves them
+on its own: opening such a file only says so, once (`notice`). `migrate` is the explicit step:
 
-A bad row costs its own thread at most: a row no saver could have written (a NULL or empty id,
-a value that is text) is left where it is, and so is one whose checkpoint or task Ferry's
-tables already hold (a stock saver used on the file again, or a planted row): Ferry's is never
-replaced. Both are logged once a move, with a count and their threads.
+- a backup first, `FILE.before-migrate-<UTC time>`, made with SQLite's backup API (what the
+  WAL holds included) while the file's write lock is already held, so it is the file exactly
+  as the conversion found it;
+- then, in that one transaction, Ferry's tables, the integer versions of the earliest Ferry
+  spelled as strings (`graph.storage.sqlite.versions`) and the rows moved
+  (`graph.storage.sqlite.moving`): a process killed at any point leaves the file as it was
+  before or as it is after, never between;
+- only Ferry's threads (`graph.storage.sqlite.ownership`) unless asked for others (`everything`,
+  or `thread_ids`): another application's threads stay where its own saver reads them.
+
+A busy file (another connection holding a write transaction) is waited for up to the busy
+timeout, then refused: nothing is changed and no backup is left.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import shlex
 import sqlite3
-from collections.abc import Sequence
-from itertools import groupby
+from collections.abc import Callable, Sequence
+from contextlib import closing
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from graph.storage.internals import SNAPSHOT_COUNTERS
-from graph.storage.sqlite import layout
-from graph.storage.sqlite.layout import UNBOUNDED_CHANNEL, key_of
+from graph.storage import DatabaseError, read_only
+from graph.storage.sqlite import layout, layout_versions
+from graph.storage.sqlite.moving import Moved, has_table, move_rows
+from graph.storage.sqlite.ownership import not_ferrys
 from graph.storage.sqlite.schema import FERRY_TABLES
 
 log = logging.getLogger("ferry.saver")
-_MOVED_CACHES = ("ferry_histories", "ferry_history_parts")  # copies of histories, by old ids
+BUSY_TIMEOUT_S = 30.0
+"""How long `migrate` waits for another process's write transaction by default."""
 
 
-def has_table(conn: sqlite3.Connection, name: str) -> bool:
-    """Whether the file has the table `name`."""
-    found = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
-    ).fetchone()
-    return found is not None
+class MigrationError(DatabaseError):
+    """The file cannot be converted as asked; nothing was changed. One line naming the fix."""
 
 
-def in_memory(conn: sqlite3.Connection) -> sqlite3.Connection:
-    """A copy of a read-only file in memory, with Ferry's tables: it can be read, not kept."""
-    copy = sqlite3.connect(":memory:", check_same_thread=False)
-    conn.backup(copy)
-    conn.close()
-    for statement in (*layout.TABLES, *FERRY_TABLES):
-        copy.execute(statement)
-    log.debug("read-only file from before Ferry's layout: read from a copy in memory")
-    return copy
+@dataclass
+class Migrated:
+    """What `migrate` did: the backup, the threads moved and those left, with why."""
+
+    path: Path
+    backup: Path | None = None
+    moved: dict[str, int] = field(default_factory=dict)  # thread → checkpoints moved
+    left: dict[str, str] = field(default_factory=dict)  # thread → why it stayed
+    rows_left: int = 0  # rows of moved threads that stayed (no saver wrote them, or taken)
+    rows_left_threads: list[str] = field(default_factory=list)
 
 
-def move_langgraph_rows(conn: sqlite3.Connection, serde: Any) -> None:
-    """Move the rows of LangGraph's tables into Ferry's (nothing if there are none)."""
-    if not has_table(conn, "checkpoints") or not _has_rows(conn):
-        return
-    from graph.storage.sqlite.versions import upgrade
+def langgraph_threads(conn: sqlite3.Connection) -> int:
+    """How many threads LangGraph's `checkpoints` table holds (0 without one)."""
+    if not has_table(conn, "checkpoints"):
+        return 0
+    return int(conn.execute("SELECT COUNT(DISTINCT thread_id) FROM checkpoints").fetchone()[0])
 
-    upgrade(conn, serde)  # integer versions of an early Ferry, spelled as strings first
+
+def file_of(conn: sqlite3.Connection) -> str:
+    """The file `conn` is open on ('' in memory)."""
+    return next(str(row[2]) for row in conn.execute("PRAGMA database_list") if row[1] == "main")
+
+
+def notice(conn: sqlite3.Connection, path: str) -> None:
+    """Say once per file and process that its threads in LangGraph's tables are not read."""
+    if path and path not in _NOTICED and (found := langgraph_threads(conn)):
+        _NOTICED.add(path)
+        log.warning(
+            "%s holds %d thread(s) in LangGraph's tables, which Ferry does not read; to convert "
+            "Ferry's: ferry migrate %s",
+            path, found, shlex.quote(path),
+        )  # fmt: skip
+
+
+_NOTICED: set[str] = set()  # the files `notice` spoke of, in this process
+
+
+def migrate(
+    path: Path,
+    *,
+    thread_ids: Sequence[str] = (),
+    everything: bool = False,
+    serde: Any = None,
+    busy_timeout_s: float = BUSY_TIMEOUT_S,
+    on_thread: Callable[[str, int], None] | None = None,
+) -> Migrated:
+    """Move the file's threads from LangGraph's tables into Ferry's, after a backup.
+
+    Ferry's threads by default; `thread_ids` names the ones to move instead, `everything` moves
+    them all. `on_thread(thread_id, checkpoints)` is told of each thread as it moves, inside the
+    transaction. Raises `MigrationError` (nothing changed) for a missing, read-only, busy or
+    foreign file, or a thread named that is not there.
+    """
+    from graph.storage.codec.serde import serializer
+
+    _check_file(path)
+    serde = serde or serializer()
+    report = Migrated(path)
+    with closing(_connect(path, busy_timeout_s)) as conn:
+        if not langgraph_threads(conn):
+            return report  # nothing to convert: no backup, no change
+        _begin(conn, path, busy_timeout_s)
+        try:
+            layout_versions.refuse_newer(conn, layout_versions.layout_version(conn))
+            chosen = _chosen(conn, serde, report, thread_ids, everything)
+            if chosen or everything:
+                report.backup = _backup(path)
+                for statement in (*layout.TABLES, *FERRY_TABLES):
+                    conn.execute(statement)
+                _convert(conn, serde, None if everything else chosen, report, on_thread)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return report
+
+
+def _check_file(path: Path) -> None:
+    if not path.is_file():
+        raise MigrationError(f"{path}: no such file (ferry migrate converts an existing file)")
+    if read_only(path):
+        raise MigrationError(
+            f"{path} is read-only: migrate rewrites it (after a backup beside it); make it "
+            "writable, or migrate a copy"
+        )
+
+
+def _connect(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as error:
+        conn.close()
+        raise MigrationError(f"{path} is not a SQLite database Ferry can read: {error}") from None
+    return conn
+
+
+def _begin(conn: sqlite3.Connection, path: Path, busy_timeout_s: float) -> None:
+    """Take the file's write lock, waiting up to the busy timeout for another writer."""
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as error:
-        log.warning("threads not moved to Ferry's tables yet: %s", error)
-        return
-    try:
-        if _has_rows(conn):  # not moved by another process meanwhile
-            moved = _move(conn)
-            log.info("moved %d checkpoints into Ferry's tables", moved)
-        conn.execute("COMMIT")
-    except sqlite3.Error:
-        conn.execute("ROLLBACK")
-        raise
+        raise MigrationError(
+            f"{path} is busy: another process held its write lock for {busy_timeout_s:g} s "
+            f"({error}); nothing was changed: stop that process and run ferry migrate again"
+        ) from None
 
 
-def _has_rows(conn: sqlite3.Connection) -> bool:
-    return conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone() is not None
-
-
-def _move(conn: sqlite3.Connection) -> int:
-    numbers: dict[str, int] = {}
-    left = _Left()
-
-    def number(thread_id: str) -> int:
-        if thread_id not in numbers:
-            conn.execute("INSERT OR IGNORE INTO ferry_threads (thread_id) VALUES (?)", (thread_id,))
-            row = conn.execute("SELECT id FROM ferry_threads WHERE thread_id = ?", (thread_id,))
-            numbers[thread_id] = int(row.fetchone()[0])
-        return numbers[thread_id]
-
-    checkpoints = conn.execute(f"SELECT {', '.join(_CHECKPOINT)} FROM checkpoints").fetchall()
-    moved: list[tuple[Any, ...]] = []
-    for row in checkpoints:
-        thread_id, namespace, checkpoint_id, parent, type_tag, blob, metadata = row
-        if not _movable(row, _CHECKPOINT_TYPES, _CHECKPOINT_IDS):
-            left.add(thread_id, taken=False)
-            continue
-        inserted = conn.execute(
-            "INSERT INTO ferry_steps VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            (number(thread_id), namespace, key_of(checkpoint_id),
-             key_of(parent) if parent else None, _may_hold_snapshot(parent, metadata),
-             type_tag or "null", blob or b"", _text(metadata)),
-        )  # fmt: skip
-        if inserted.rowcount == 1:
-            moved.append(row)
-        else:  # never over one of Ferry's rows: a stock saver used again, or a planted row
-            left.add(thread_id, taken=True)
-    task_path = "task_path" if _has_task_path(conn) else "''"
-    columns = [*_WRITE[:4], task_path, *_WRITE[5:]]
-    writes = conn.execute(
-        f"SELECT {', '.join(columns)} FROM writes "
-        "ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx"
-    )
-    moved_writes: list[tuple[Any, ...]] = []
-    for (thread_id, namespace, checkpoint_id, task_id), group in groupby(
-        writes, key=lambda row: row[:4]
-    ):
-        rows = list(group)
-        if not all(_movable(row, _WRITE_TYPES, _WRITE_IDS) for row in rows):
-            left.add(thread_id, taken=False, rows=len(rows))
-            continue
-        records = [(idx, channel, t or "null", v or b"") for *_, idx, channel, t, v in rows]
-        inserted = conn.execute(
-            "INSERT INTO ferry_writes VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            (number(thread_id), namespace, key_of(checkpoint_id), key_of(task_id),
-             rows[-1][4], layout.packed(records)),
-        )  # fmt: skip
-        if inserted.rowcount == 1:
-            moved_writes.extend(rows)
-        else:
-            left.add(thread_id, taken=True, rows=len(rows))
-    _delete_moved(conn, "checkpoints", _CHECKPOINT, moved, everything=not left)
-    _delete_moved(conn, "writes", columns, moved_writes, everything=not left)
-    for table in _MOVED_CACHES:
-        if has_table(conn, table):
-            conn.execute(f"DELETE FROM {table}")
-    left.report()
-    return len(moved)
-
-
-_CHECKPOINT = (
-    "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type", "checkpoint",
-    "metadata",
-)  # fmt: skip
-_WRITE = (
-    "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx", "channel",
-    "type", "value",
-)  # fmt: skip
-_TEXT, _BLOB = (str,), (bytes, type(None))
-_OPTIONAL = (str, type(None))
-# What each column of a row holds as LangGraph's savers write it, and which are ids (not empty).
-_CHECKPOINT_TYPES = (_TEXT, _TEXT, _TEXT, _OPTIONAL, _OPTIONAL, _BLOB, (str, *_BLOB))
-_WRITE_TYPES = (_TEXT, _TEXT, _TEXT, _TEXT, _TEXT, (int,), _TEXT, _OPTIONAL, _BLOB)
-_CHECKPOINT_IDS, _WRITE_IDS = (2,), (2, 3)
-
-
-def _movable(
-    row: tuple[Any, ...], types: tuple[tuple[type, ...], ...], ids: tuple[int, ...]
-) -> bool:
-    """Whether each column holds what LangGraph's savers write there, and no id is empty."""
-    fits = all(type(value) in kinds for value, kinds in zip(row, types, strict=True))
-    return fits and all(row[i] for i in ids)
-
-
-def _delete_moved(
+def _chosen(
     conn: sqlite3.Connection,
-    table: str,
-    columns: Sequence[str],
-    moved: list[tuple[Any, ...]],
-    *,
+    serde: Any,
+    report: Migrated,
+    thread_ids: Sequence[str],
     everything: bool,
-) -> None:
-    """Delete the rows moved from LangGraph's `table`, leaving any that were not in place."""
+) -> list[str]:
+    """The threads to move; the others go into `report.left` with why."""
+    present = [
+        row[0]
+        for row in conn.execute("SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id")
+        if isinstance(row[0], str) and row[0]
+    ]
+    if missing := [t for t in thread_ids if t not in present]:
+        raise MigrationError(
+            f"{report.path}: no thread {missing[0]!r} in LangGraph's tables "
+            f"(it holds {len(present)}; ferry migrate --all moves them all)"
+        )
     if everything:
-        conn.execute(f"DELETE FROM {table}")
-        return
-    same = " AND ".join(f"{column} IS ?" for column in columns)  # IS: NULL matches NULL
-    conn.executemany(f"DELETE FROM {table} WHERE {same}", moved)
-
-
-class _Left:
-    """Rows of LangGraph's tables left in place, and whose they are: reported once."""
-
-    def __init__(self) -> None:
-        self.unmovable = 0
-        self.taken = 0
-        self.threads: set[str] = set()
-
-    def add(self, thread_id: Any, *, taken: bool, rows: int = 1) -> None:
-        if taken:
-            self.taken += rows
+        return present
+    if thread_ids:
+        report.left = {t: "not named with --thread" for t in present if t not in thread_ids}
+        return [t for t in present if t in thread_ids]
+    chosen = []
+    for thread_id in present:
+        why = not_ferrys(conn, serde, thread_id)
+        if why is None:
+            chosen.append(thread_id)
         else:
-            self.unmovable += rows
-        self.threads.add(repr(thread_id)[:60] if not isinstance(thread_id, str) else thread_id)
-
-    def __bool__(self) -> bool:
-        return bool(self.unmovable or self.taken)
-
-    def report(self) -> None:
-        if not self:
-            return
-        log.warning(
-            "%d rows of LangGraph's tables left in place, not moved into Ferry's: %d without "
-            "valid ids or values, %d whose checkpoint or task Ferry's tables already hold (kept "
-            "as they are); threads: %s",
-            self.unmovable + self.taken, self.unmovable, self.taken,
-            ", ".join(sorted(self.threads)[:10]),
-        )  # fmt: skip
+            report.left[thread_id] = f"not Ferry's: {why}"
+    return chosen
 
 
-def _may_hold_snapshot(parent: Any, metadata: Any) -> int:
-    """1 where LangGraph may have stored the messages in the checkpoint itself.
+def _convert(
+    conn: sqlite3.Connection,
+    serde: Any,
+    thread_ids: list[str] | None,
+    report: Migrated,
+    on_thread: Callable[[str, int], None] | None,
+) -> None:
+    from graph.storage.sqlite.versions import upgrade_rows
 
-    LangGraph drops a delta channel's counter when it takes a snapshot, and the root of a
-    pruned thread holds one; a checkpoint whose metadata cannot be read is opened to see.
-    """
+    upgrade_rows(conn, serde, thread_ids)  # an earliest Ferry's integers, as strings first
+    moved: Moved = move_rows(conn, thread_ids)
+    report.moved = dict(sorted(moved.checkpoints.items()))
+    report.rows_left, report.rows_left_threads = moved.rows_left, sorted(moved.left_threads)
+    for thread_id, checkpoints in report.moved.items():
+        if on_thread is not None:
+            on_thread(thread_id, checkpoints)
+
+
+def _backup(path: Path) -> Path:
+    """A copy of the file as it is now (what its WAL holds included), beside it."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    backup = path.with_name(f"{path.name}.before-migrate-{stamp}")
+    n = 1
+    while backup.exists():
+        n += 1
+        backup = path.with_name(f"{path.name}.before-migrate-{stamp}-{n}")
+    # A connection of its own: the one holding the write lock cannot also be the backup's source
+    # (SQLite's backup waits for it forever); this one reads the last commit, which that lock
+    # keeps as it is until the conversion commits.
+    source = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
     try:
-        counters = json.loads(metadata or "{}").get(SNAPSHOT_COUNTERS)
-    except (ValueError, AttributeError):
-        return 1
-    return int(not parent or not isinstance(counters, dict) or UNBOUNDED_CHANNEL not in counters)
-
-
-def _text(metadata: Any) -> str:
-    """LangGraph's stored metadata as text ('{}' if it had none)."""
-    if isinstance(metadata, bytes):
-        return metadata.decode("utf-8", "replace") or "{}"
-    return str(metadata) if metadata else "{}"
-
-
-def _has_task_path(conn: sqlite3.Connection) -> bool:
-    return any(row[1] == "task_path" for row in conn.execute("PRAGMA table_info(writes)"))
+        with closing(sqlite3.connect(backup)) as copy:
+            source.backup(copy)
+    except (sqlite3.Error, OSError) as error:
+        backup.unlink(missing_ok=True)
+        raise MigrationError(f"{path}: no backup could be made at {backup}: {error}") from None
+    finally:
+        source.close()
+    return backup

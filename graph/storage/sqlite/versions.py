@@ -8,21 +8,22 @@ digits, so the strings sort as the numbers do), 5-8 bytes. Every LangGraph versi
 a thread that LangGraph's own code continues (the server numbers versions itself) keeps
 ordering, and Ferry continues such a thread in LangGraph's format.
 
-Ferry before this format wrote small integers, which no string compares with. `upgrade` turns
-them, once per file, into the same numbers in this format.
+Ferry before this format wrote small integers, which no string compares with. `upgrade_rows`
+turns them into the same numbers in this format, in the transaction that moves them into
+Ferry's tables (`graph.storage.sqlite.migration`).
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Collection
 from typing import Any
 
 from graph.storage.codec.allowlist import StoredValueError
 
 log = logging.getLogger("ferry.versions")
 _PREFIX = "0."
-_FORMAT = 1  # PRAGMA user_version of a file whose versions are all strings
 
 
 def compact_version(number: int) -> str:
@@ -71,35 +72,32 @@ def _upgraded(checkpoint: dict[str, Any]) -> bool:
     return changed
 
 
-def upgrade(conn: sqlite3.Connection, serde: Any) -> None:
-    """Rewrite the integer versions an earlier Ferry stored, once per file.
+def upgrade_rows(
+    conn: sqlite3.Connection, serde: Any, thread_ids: Collection[str] | None = None
+) -> int:
+    """Spell the integer versions an earlier Ferry stored in LangGraph's `checkpoints` as strings.
 
-    A read-only file is left as it is (Ferry continues its integers); a value that cannot be
-    decoded (a missing key) leaves the file to be upgraded by the next process that can.
+    Only the rows of `thread_ids` (every row if None), inside the caller's transaction: it
+    commits nothing, so the rewrite and whatever the caller does with the rows (`ferry migrate`
+    moves them) stand or fall together. A row that cannot be decoded (a missing key) is left as
+    it is, and said so. Returns how many rows were rewritten.
     """
-    if conn.execute("PRAGMA user_version").fetchone()[0] >= _FORMAT:
-        return
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as error:
-        log.debug("versions not upgraded: %s", error)
-        return
-    try:
-        if conn.execute("PRAGMA user_version").fetchone()[0] < _FORMAT:  # not by another
-            upgrade_rows(conn, serde)
-            conn.execute(f"PRAGMA user_version = {_FORMAT}")
-        conn.execute("COMMIT")
-    except (StoredValueError, sqlite3.OperationalError) as error:
-        conn.execute("ROLLBACK")
-        log.warning("channel versions not upgraded yet: %s", error)
+    if thread_ids is None:
+        thread_ids = [row[0] for row in conn.execute("SELECT DISTINCT thread_id FROM checkpoints")]
+    rewritten = 0
+    for thread_id in thread_ids:  # a thread's rows at a time: a file's may not fit in memory
+        rewritten += _upgrade_thread(conn, serde, thread_id)
+    return rewritten
 
 
-def upgrade_rows(conn: sqlite3.Connection, serde: Any) -> None:
-    """Spell the integer versions in LangGraph's `checkpoints` as strings, inside a transaction."""
+def _upgrade_thread(conn: sqlite3.Connection, serde: Any, thread_id: object) -> int:
     rows = conn.execute(
-        "SELECT thread_id, checkpoint_ns, checkpoint_id, type, checkpoint FROM checkpoints"
+        "SELECT checkpoint_ns, checkpoint_id, type, checkpoint FROM checkpoints "
+        "WHERE thread_id IS ?",
+        (thread_id,),
     ).fetchall()
-    for thread_id, namespace, checkpoint_id, type_tag, blob in rows:
+    rewritten = 0
+    for namespace, checkpoint_id, type_tag, blob in rows:
         if not isinstance(type_tag, str | None) or not isinstance(blob, bytes):
             continue  # no saver wrote it: the move leaves it where it is, and says so
         try:
@@ -110,6 +108,8 @@ def upgrade_rows(conn: sqlite3.Connection, serde: Any) -> None:
         if isinstance(checkpoint, dict) and _upgraded(checkpoint):
             conn.execute(
                 "UPDATE checkpoints SET type = ?, checkpoint = ? "
-                "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+                "WHERE thread_id IS ? AND checkpoint_ns IS ? AND checkpoint_id IS ?",
                 (*serde.dumps_typed(checkpoint), thread_id, namespace, checkpoint_id),
             )
+            rewritten += 1
+    return rewritten
