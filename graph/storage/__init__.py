@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from graph.settings import ConfigError, Settings
 
 if TYPE_CHECKING:
+    from graph.storage.history.folding import Fold
     from graph.storage.postgres.saver import FerryPostgresSaver
     from graph.storage.sqlite.saver import FerrySaver, connect
 
@@ -108,11 +109,15 @@ def open_file(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def sqlite_saver(path: Path) -> FerrySaver:
-    """A saver on `path` whose connection lives as long as the process."""
+def sqlite_saver(path: Path, *, fold: Fold | None = None) -> FerrySaver:
+    """A saver on `path` whose connection lives as long as the process.
+
+    `fold` is the `messages` reducer; by default Ferry's, which `graph` hands storage as it is
+    imported (`graph.storage.history.folding`): pass your own for a graph of yours.
+    """
     from graph.storage.sqlite.saver import FerrySaver
 
-    return FerrySaver(open_file(path))
+    return FerrySaver(open_file(path), fold=fold)
 
 
 if TYPE_CHECKING:

@@ -10,10 +10,12 @@ import importlib.util
 import inspect
 import operator
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import ormsgpack
+import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -136,4 +138,85 @@ def test_a_node_finds_its_runs_checkpointer_in_its_config() -> None:
     assert seen == [saver], (
         "LangGraph no longer hands a node its run's checkpointer under "
         f"config['configurable'][{internals.CONFIG_KEY_CHECKPOINTER!r}]"
+    )
+
+
+def test_the_stock_sqlite_savers_next_version_is_32_digits_and_a_fraction() -> None:
+    versions = [internals.stock_next_version(None)]
+    versions.append(internals.stock_next_version(versions[-1]))
+    versions.append(internals.stock_next_version(7))
+    numbers = [int(v.split(".")[0]) for v in versions]
+    assert numbers == [1, 2, 8] and all(len(v.split(".")[0]) == 32 for v in versions), (
+        "SqliteSaver.get_next_version no longer numbers versions as 32 zero-padded digits "
+        f"and a fraction, or no longer runs without its saver: {versions}"
+    )
+
+
+def test_the_postgres_savers_cursor_and_loop_are_where_ferry_reaches_them() -> None:
+    pytest.importorskip("psycopg")
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    sync_params = list(inspect.signature(PostgresSaver._cursor).parameters)
+    async_params = list(inspect.signature(AsyncPostgresSaver._cursor).parameters)
+    assert sync_params == async_params == ["self", "pipeline"], (
+        "PostgresSaver._cursor / AsyncPostgresSaver._cursor (private) changed: "
+        f"{sync_params}, {async_params}; internals.postgres_cursor calls _cursor()"
+    )
+    init = inspect.getsource(AsyncPostgresSaver.__init__)
+    assert "self.loop = asyncio.get_running_loop()" in init, (
+        "AsyncPostgresSaver no longer keeps the loop it was made on as .loop (internals.saver_loop)"
+    )
+
+
+def test_langgraphs_select_sql_still_has_the_blob_join_ferry_rewrites() -> None:
+    pytest.importorskip("psycopg")
+    from langgraph.checkpoint.postgres.base import SELECT_SQL
+
+    rewritten = internals.postgres_select_sql()
+    assert rewritten != SELECT_SQL and "cross join lateral" in rewritten, (
+        "LangGraph's Postgres SELECT_SQL no longer holds the channel_values join "
+        "internals.postgres_select_sql replaces: each read scans the thread's blobs again"
+    )
+
+
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    pytest.importorskip("psycopg")
+    from tests.support.pgserver import REQUIRED, PostgresServer, find_bin_dir
+
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        if REQUIRED:
+            pytest.fail("no PostgreSQL server to test against")
+        pytest.skip("no PostgreSQL server to test against")
+    server = PostgresServer.start(bin_dir)
+    try:
+        yield server.create_database("internals")
+    finally:
+        server.stop()
+
+
+def test_langgraphs_postgres_tables_have_the_columns_ferrys_sql_reads(postgres_url: str) -> None:
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with psycopg.Connection.connect(postgres_url, autocommit=True) as conn:
+        PostgresSaver(conn).setup()  # type: ignore[arg-type]  # tuple rows are enough for setup
+        rows = conn.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = 'public'"
+        ).fetchall()
+    found: dict[str, dict[str, str]] = {}
+    for table, column, data_type in rows:
+        found.setdefault(table, {})[column] = data_type
+    missing = {
+        table: [c for c in columns if c not in found.get(table, {})]
+        for table, columns in internals.LANGGRAPH_POSTGRES_COLUMNS.items()
+    }
+    assert not any(missing.values()), (
+        f"LangGraph's Postgres tables lost columns Ferry's own SQL reads: {missing}"
+    )
+    assert found["checkpoints"]["checkpoint"] == "jsonb", (
+        "checkpoints.checkpoint is no longer JSONB: Ferry reads channel_versions from it"
     )

@@ -27,11 +27,10 @@ import ormsgpack
 from langchain_core.messages import BaseMessage, RemoveMessage
 
 from graph.storage.codec.allowlist import StoredValueError
+from graph.storage.history.messages import PART as PART
 from graph.storage.sqlite import layout
 from graph.storage.sqlite.layout import UNBOUNDED_CHANNEL, Record
 
-PART = 32
-"""Messages a part holds at least (four bench turns): a cold read replays fewer writes."""
 REF = "ferry-part"
 """The type tag of a write that refers to its messages in a part."""
 
