@@ -136,12 +136,13 @@ def test_a_kill_inside_migration_0_to_1_leaves_version_0_then_it_completes(
     assert all(isinstance(v, int) for v in stored_versions(path))
     done = subprocess.run(
         [sys.executable, "-c", f"from graph.storage import sqlite_saver; "
-         f"print(sqlite_saver(__import__('pathlib').Path({str(path)!r})).thread_ids())"],
+         f"sqlite_saver(__import__('pathlib').Path({str(path)!r})).setup()"],
         env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO, capture_output=True, text=True,
         check=False, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['old']" and user_version(path) == 1
+    assert user_version(path) == 1 and tables(path) >= FERRY_TABLES
+    assert all(isinstance(v, str) for v in stored_versions(path))
 
 
 def test_a_kill_inside_a_step_from_the_release_file_leaves_it_as_it_was(
