@@ -75,8 +75,8 @@ SNAPSHOT_COUNTERS = "counters_since_delta_snapshot"
 """Checkpoint metadata key (beta) counting each delta channel's updates since its last snapshot.
 
 LangGraph drops a channel's entry when it takes a snapshot: moving an old file's rows, Ferry
-flags the checkpoints without one as those that may hold the messages themselves. Its saver
-stores the `messages` superstep count as 0 (`graph.storage.sqlite.layout.stored_metadata`).
+flags the checkpoints without one as those that may hold the messages themselves. Stored as
+put; files of earlier releases hold the `messages` superstep count as 0.
 """
 
 

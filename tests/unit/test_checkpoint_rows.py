@@ -1,4 +1,4 @@
-"""A step's metadata: stored inside its value, without the messages' superstep bound."""
+"""A step's metadata: stored inside its value, as LangGraph gave it."""
 
 from __future__ import annotations
 
@@ -13,12 +13,7 @@ from tests.support.stored import step_values
 CONFIG = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
 
 
-def test_messages_never_reach_the_superstep_bound(tmp_path: Path) -> None:
-    """LangGraph snapshots `messages` (the whole history again) once 5000 supersteps are counted.
-
-    Ferry replays writes instead, so the stored counter must be 0 whatever LangGraph counted:
-    otherwise a long thread would store its history again and again.
-    """
+def test_a_steps_metadata_is_stored_inside_its_value_as_put(tmp_path: Path) -> None:
     saver = FerrySaver(sqlite3.connect(tmp_path / "ferry.db", check_same_thread=False))
     checkpoint = empty_checkpoint()
     counters = {"messages": (7, 4999), "notes": (1, 4999)}
@@ -29,10 +24,8 @@ def test_messages_never_reach_the_superstep_bound(tmp_path: Path) -> None:
     assert legacy is None  # Ferry's own row: the metadata is in the value, not beside it
     stored_checkpoint, stored_metadata = saver.serde.loads_typed(value)
     assert "id" not in stored_checkpoint  # the id is the row's key
-    # The update count stays (a channel's own snapshot cadence); only the supersteps are reset,
-    # and only for `messages`, whose history Ferry rebuilds from the steps' writes.
     assert stored_metadata["counters_since_delta_snapshot"] == {
-        "messages": [7, 0],
+        "messages": [7, 4999],
         "notes": [1, 4999],
     }
     saved = saver.get_tuple({"configurable": {"thread_id": "t1"}})

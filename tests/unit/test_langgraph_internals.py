@@ -89,7 +89,7 @@ def test_delta_channel_metadata_counts_updates_since_the_last_snapshot(tmp_path:
         "DeltaChannel metadata no longer counts updates in counters_since_delta_snapshot: "
         f"metadata was {metadata}"
     )
-    # `layout.stored_metadata` resets the second of the pair: it must be the supersteps.
+    # The second of the pair must be the supersteps (files of earlier releases hold it as 0).
     pairs = [c for c in counted if c is not None]
     assert all(len(c) == 2 and c[1] >= c[0] for c in pairs) and pairs[0][1] > pairs[-1][1], (
         "DeltaChannel counters are no longer (updates, supersteps since the last snapshot): "

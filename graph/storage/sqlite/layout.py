@@ -19,7 +19,6 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, get_checkpoint_metadata
 
 from graph.storage.codec.allowlist import StoredValueError
-from graph.storage.internals import SNAPSHOT_COUNTERS
 
 THREADS_TABLE = (
     "CREATE TABLE IF NOT EXISTS ferry_threads ("
@@ -144,20 +143,13 @@ def text_of(key: Any) -> str:
 
 
 def stored_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
-    """A checkpoint's metadata as stored, without LangGraph's superstep bound on `messages`.
+    """A checkpoint's metadata as stored: exactly what LangGraph gave, with the config's own.
 
-    LangGraph snapshots a delta channel once the supersteps since its last snapshot reach 5000:
-    the whole history again, so storage would grow with the square of a thread. Ferry's reads
-    replay the steps' writes (`graph.storage.history.replay`) instead, so that counter is stored as
-    0.
+    `counters_since_delta_snapshot` is kept as counted, so LangGraph's snapshot cadence and
+    `get_tuple` see what was put. Files written by earlier releases hold the `messages` superstep
+    count as 0: that reads as a count restarted then, and continues.
     """
-    values: dict[str, Any] = dict(get_checkpoint_metadata(config, metadata))
-    counters = values.get(SNAPSHOT_COUNTERS)
-    if isinstance(counters, dict):
-        counted = counters.get(UNBOUNDED_CHANNEL)
-        if isinstance(counted, list | tuple) and len(counted) == 2:
-            values[SNAPSHOT_COUNTERS] = {**counters, UNBOUNDED_CHANNEL: [counted[0], 0]}
-    return values
+    return dict(get_checkpoint_metadata(config, metadata))
 
 
 def legacy_metadata(text: str | bytes | None) -> dict[str, Any]:
