@@ -1,13 +1,12 @@
-"""Moving LangGraph's rows into Ferry's tables: a bad row costs its own thread at most.
+"""`ferry migrate` moving LangGraph's rows into Ferry's tables: a bad row costs its own thread at most.
 
 A row no saver could have written (a NULL id, an id that is bytes, a value that is text) is
-left where it was and reported once; a row whose key Ferry's tables already hold never
+left where it was and counted in the report; a row whose key Ferry's tables already hold never
 replaces Ferry's. Every other thread in the file reads as it did.
 """
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -20,6 +19,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from graph import build_graph
 from graph.storage import sqlite_saver
 from graph.storage.codec.serde import StoredValueError, serializer
+from graph.storage.sqlite.migration import migrate
 from tests.support.hostile_rows import (
     SPOILED_STOCK_ROWS,
     STOCK_COLUMNS,
@@ -55,10 +55,6 @@ def _rows(path: Path, table: str) -> int:
         return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
 
-def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-
-
 @pytest.fixture
 def stock_file(tmp_path: Path) -> Path:
     """Three threads as LangGraph's stock saver stored them (its own serializer: kept as is)."""
@@ -82,13 +78,14 @@ def _good_row(conn: sqlite3.Connection) -> dict[str, Any]:
 
 @pytest.mark.parametrize("bad", sorted(SPOILED_STOCK_ROWS))
 def test_a_row_no_saver_could_write_is_left_in_place_and_the_others_move(
-    stock_file: Path, bad: str, caplog: pytest.LogCaptureFixture
+    stock_file: Path, bad: str
 ) -> None:
     with closing(sqlite3.connect(stock_file)) as conn, conn:
         loosen_stock_tables(conn)
         table, columns = spoiled_stock_row(bad, _good_row(conn))
         plant_stock_row(conn, table, **columns)
-    caplog.set_level(logging.INFO, logger="ferry.saver")
+    report = migrate(stock_file, everything=True)
+    assert sorted(report.moved) == sorted(THREADS) and report.rows_left == 1
     saver = sqlite_saver(stock_file)
     assert _contents(saver, "t1") == ["hi from t1", "hello t1"]
     assert _contents(saver, "t2") == ["hi from t2", "hello t2"]
@@ -98,16 +95,13 @@ def test_a_row_no_saver_could_write_is_left_in_place_and_the_others_move(
         assert str(refused).startswith("thread bad: ")
     assert _rows(stock_file, table) == 1  # left in place, not deleted
     assert _rows(stock_file, "checkpoints" if table == "writes" else "writes") == 0
-    [warning] = _warnings(caplog)
-    assert "1 " in warning and "left in place" in warning
-    reopened = sqlite_saver(stock_file)  # the next open tries again, and leaves it again
-    assert _contents(reopened, "t1") == ["hi from t1", "hello t1"]
+    again = migrate(stock_file, everything=True)  # tried again: left again, the others stay
+    assert again.moved == {} and again.rows_left == 1
+    assert _contents(sqlite_saver(stock_file), "t1") == ["hi from t1", "hello t1"]
     assert _rows(stock_file, table) == 1
 
 
-def test_a_moved_row_never_replaces_one_of_ferrys(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_moved_row_never_replaces_one_of_ferrys(tmp_path: Path) -> None:
     """A stock row with a Ferry checkpoint's key (a stock saver used on the file again, or
     someone who can write it) is left where it is: Ferry's row and thread stay as they were."""
     path = tmp_path / "ferry.db"
@@ -134,10 +128,9 @@ def test_a_moved_row_never_replaces_one_of_ferrys(
                 task_path="", idx=0, channel="messages", type="msgpack",
                 value=serializer().dumps_typed(["planted"])[1],
             )  # fmt: skip
-    caplog.set_level(logging.INFO, logger="ferry.saver")
+    report = migrate(path, everything=True)
+    assert report.moved == {} and report.rows_left == 2 and report.rows_left_threads == ["t1"]
     reopened = sqlite_saver(path)
     assert _contents(reopened, "t1") == before
     assert reopened.get_tuple(_config("t1")) == latest
     assert _rows(path, "checkpoints") == 1 and _rows(path, "writes") == 1
-    [warning] = _warnings(caplog)
-    assert "left in place" in warning and "already" in warning

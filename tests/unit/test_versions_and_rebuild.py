@@ -1,9 +1,9 @@
 """Channel versions, the message rebuild, and `prune`: what the saver returns is what it was given.
 
 Versions: Ferry's compact strings sort as their numbers, before every LangGraph version, and a
-file written by an earlier Ferry (integer versions, in LangGraph's tables) is upgraded as its
-rows move into Ferry's tables (`graph.storage.sqlite.migration`) and continues, in the CLI and on
-the server (the same saver). The rebuild: Ferry's reducer only for Ferry's messages, and copies
+file written by an earlier Ferry (integer versions, in LangGraph's tables) is upgraded as `ferry
+migrate` moves its rows into Ferry's tables (`graph.storage.sqlite.migration`), in the same
+transaction, and continues, in the CLI and on the server (the same saver). The rebuild: Ferry's reducer only for Ferry's messages, and copies
 handed out.
 """
 
@@ -23,6 +23,7 @@ from graph import build_graph
 from graph.server.checkpointer import checkpointer
 from graph.storage import FerrySaver, sqlite_saver
 from graph.storage.codec.serde import serializer
+from graph.storage.sqlite.migration import MigrationError, migrate
 from graph.storage.sqlite.saver import connect
 from graph.storage.sqlite.versions import compact_version
 from tests.support.scripted import ScriptedModel, answer
@@ -70,6 +71,7 @@ def test_a_file_of_an_earlier_ferry_is_upgraded_and_continues_everywhere(tmp_pat
     _turn(_OldFerrySaver(connect(db)), "q1", "a1")
     old = _versions(db, _OldFerrySaver)
     assert old and all(isinstance(v, int) for v in old)
+    assert migrate(db).moved == {"t": 4}  # the earliest Ferry's thread is Ferry's, by its channels
     assert _turn(sqlite_saver(db), "q2", "a2") == ["q1", "a1", "q2", "a2"]
     assert all(isinstance(v, str) for v in _versions(db))
     assert _versions(db, _OldFerrySaver) == []  # moved: nothing left in LangGraph's tables
@@ -77,12 +79,28 @@ def test_a_file_of_an_earlier_ferry_is_upgraded_and_continues_everywhere(tmp_pat
     assert _turn(sqlite_saver(db), "q4", "a4") == ["q1", "a1", "q2", "a2", "q3", "a3", "q4", "a4"]
 
 
-def test_a_read_only_file_of_an_earlier_ferry_still_reads(tmp_path: Path) -> None:
+def test_a_read_only_file_of_an_earlier_ferry_is_left_as_it_is_then_reads_once_migrated(
+    tmp_path: Path,
+) -> None:
     db = tmp_path / "old.db"
     _turn(_OldFerrySaver(connect(db)), "q1", "a1")
-    read_only = sqlite3.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
-    state = build_graph(model=ScriptedModel([]), tools=[], checkpointer=FerrySaver(read_only))
-    assert [m.content for m in state.get_state(CONFIG).values["messages"]] == ["q1", "a1"]
+    db.chmod(0o444)
+    try:
+        with pytest.raises(MigrationError, match="read-only"):
+            migrate(db)
+        read_only = sqlite3.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
+        assert FerrySaver(read_only).thread_ids() == []  # nothing moved, not even in memory
+    finally:
+        db.chmod(0o644)
+    assert all(isinstance(v, int) for v in _versions(db, _OldFerrySaver))  # as it was
+    migrate(db)
+    db.chmod(0o444)
+    try:
+        read_only = sqlite3.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
+        graph = build_graph(model=ScriptedModel([]), tools=[], checkpointer=FerrySaver(read_only))
+        assert [m.content for m in graph.get_state(CONFIG).values["messages"]] == ["q1", "a1"]
+    finally:
+        db.chmod(0o644)
 
 
 def _concatenated(state: list[int], writes: list[list[int]]) -> list[int]:
@@ -148,6 +166,7 @@ def test_the_server_continues_a_file_of_an_earlier_ferry(
     db = tmp_path / "old.db"
     monkeypatch.setenv("FERRY_DB", str(db))
     _turn(_OldFerrySaver(connect(db)), "q1", "a1")
+    migrate(db)
     model = ScriptedModel([answer("a2")])
 
     async def continue_on_the_server() -> list[str]:
