@@ -25,7 +25,8 @@ from typing_extensions import TypedDict  # pydantic reads typing.TypedDict only 
 
 _IDS = uuid.UUID("6f1c2d0e-8a57-4a43-9d36-0e1f3c6a9b21")  # namespace of derived message ids
 # Each step stores only its new messages. A full snapshot of the list would cost as much as the
-# whole history again, so none is taken by count; LangGraph still takes one every 5000 steps.
+# whole history again, so none is taken by count; the one LangGraph asks for every 5000 steps
+# is declined by Ferry's SQLite saver when replaying the writes gives the same list.
 SNAPSHOT_NEVER = 1_000_000_000
 
 StopReason = Literal[

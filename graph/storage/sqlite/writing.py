@@ -15,6 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP, Checkpoint, CheckpointMetadata
 
 from graph.storage.history.messages import Key
+from graph.storage.internals import snapshot_value
 from graph.storage.sqlite import histories, layout, summaries
 from graph.storage.sqlite.layout import UNBOUNDED_CHANNEL, Record, key_of
 from graph.storage.sqlite.schema import FORGET_START, RECORD_START
@@ -33,9 +34,23 @@ def put(
     """Save a checkpoint, and with it the thread's summary row."""
     configurable = config["configurable"]
     thread_id, namespace = str(configurable["thread_id"]), configurable.get("checkpoint_ns", "")
+    parent = configurable.get("checkpoint_id")
+    key = (thread_id, namespace, checkpoint["id"])
+    held = None
+    if parent:
+        held = saver.steps.fold((thread_id, namespace, parent), key, saver.fold)  # no lock
+        seed = checkpoint["channel_values"].get(UNBOUNDED_CHANNEL)
+        if seed is not None and held is not None:
+            if held == snapshot_value(seed):  # LangGraph's periodic snapshot: what replay gives
+                values = {
+                    k: v for k, v in checkpoint["channel_values"].items() if k != UNBOUNDED_CHANNEL
+                }
+                checkpoint = {**checkpoint, "channel_values": values}
+            else:  # an Overwrite, or a branch: the snapshot is the history
+                held = snapshot_value(seed)
+                saver.histories.keep(key, held)
     stored = {k: v for k, v in checkpoint.items() if k != "id"}
     type_tag, value = saver.serde.dumps_typed([stored, layout.stored_metadata(config, metadata)])
-    parent = configurable.get("checkpoint_id")
     snapshot = int(UNBOUNDED_CHANNEL in checkpoint["channel_values"])
     saved: RunnableConfig = {
         "configurable": {
@@ -44,10 +59,6 @@ def put(
             "checkpoint_id": checkpoint["id"],
         }
     }
-    key = (thread_id, namespace, checkpoint["id"])
-    held = None
-    if parent and UNBOUNDED_CHANNEL not in checkpoint["channel_values"]:
-        held = saver.steps.fold((thread_id, namespace, parent), key, saver.fold)  # no lock
     with saver.cursor() as cur:
         number = saver.file.numbered(cur, thread_id)
         cur.execute(
