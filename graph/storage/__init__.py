@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 from urllib.parse import urlsplit
 
-from graph.settings import ConfigError, Settings
+from graph.settings import Settings
+from graph.storage.errors import DatabaseError
 
 if TYPE_CHECKING:
     from graph.storage.history.folding import Fold
@@ -40,10 +41,6 @@ def __getattr__(name: str) -> Any:
 
         return getattr(sqlite, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-class DatabaseError(ConfigError):
-    """The database cannot be opened or read; the message names it and the setting."""
 
 
 def database_name(settings: Settings) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph.storage import DatabaseError
+from graph.storage.errors import DatabaseError
 from graph.storage.postgres.history_sql import PARTS_TABLE, SAVED_HISTORIES_TABLE
 from graph.storage.threads.started import STARTED_CALLS_TABLE
 from graph.storage.threads.summaries import SUMMARIES_TABLE

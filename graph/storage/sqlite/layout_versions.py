@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from graph.storage import DatabaseError
+from graph.storage.errors import DatabaseError
 
 log = logging.getLogger("ferry.saver")
 

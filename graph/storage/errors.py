@@ -1,0 +1,9 @@
+"""The error a database that cannot be opened or read raises: a leaf, so every part can raise it."""
+
+from __future__ import annotations
+
+from graph.settings import ConfigError
+
+
+class DatabaseError(ConfigError):
+    """The database cannot be opened or read; the message names it and the setting."""
