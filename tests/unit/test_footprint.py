@@ -16,7 +16,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from graph.storage.codec.footprint import PER_MESSAGE, msgpack_footprint
-from graph.storage.codec.serde import MESSAGES, FerrySerializer, _encode_messages
+from graph.storage.codec.messages import encoded
+from graph.storage.codec.serde import MESSAGES, FerrySerializer
 from graph.storage.internals import (
     EXT_CONSTRUCTOR_KW_ARGS,
     EXT_CONSTRUCTOR_SINGLE_ARG,
@@ -65,7 +66,7 @@ SHAPES: dict[str, tuple[str, bytes]] = {
     ),
     "a conversation": (
         MESSAGES,
-        _encode_messages(
+        encoded(
             [
                 message
                 for n in range(500)

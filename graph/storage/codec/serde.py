@@ -15,21 +15,19 @@ with AES (LangGraph's cipher). Stored data is never trusted: what it may name is
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, cast
+from typing import Any
 
 import ormsgpack
-from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from graph.log import redact
 from graph.settings import ConfigError, Settings, get_settings
-from graph.storage.codec import reads
+from graph.storage.codec import messages, reads
 from graph.storage.codec.allowlist import (
     StoredValueError,
     Unpacker,
@@ -43,7 +41,7 @@ from graph.storage.codec.compression import (
     compress,
 )
 from graph.storage.codec.footprint import PER_JSON_BYTE, PER_MESSAGE, msgpack_footprint
-from graph.storage.codec.stored_types import MESSAGE_CLASSES, allowing
+from graph.storage.codec.stored_types import allowing
 
 __all__ = [
     "MESSAGES",
@@ -68,19 +66,6 @@ decompress beyond the cap is stored uncompressed, so nothing Ferry writes is eve
 READ_FLOOR_VALUES = 2
 """What any read may take in memory, in values at the cap (`graph.storage.codec.reads`): 64 MB by
 default, beyond which it may take `reads.RATIO` times what it found stored."""
-
-_CLASSES: dict[str, type[BaseMessage]] = {cls.__name__: cls for cls in MESSAGE_CLASSES}
-# Only values msgpack round-trips exactly: a tuple, datetime, UUID, enum, dataclass, subclass of
-# a builtin or huge int makes the encoder raise, and the list takes LangGraph's path instead.
-_EXACT_ONLY = (
-    ormsgpack.OPT_PASSTHROUGH_BIG_INT
-    | ormsgpack.OPT_PASSTHROUGH_DATACLASS
-    | ormsgpack.OPT_PASSTHROUGH_DATETIME
-    | ormsgpack.OPT_PASSTHROUGH_ENUM
-    | ormsgpack.OPT_PASSTHROUGH_SUBCLASS
-    | ormsgpack.OPT_PASSTHROUGH_TUPLE
-    | ormsgpack.OPT_PASSTHROUGH_UUID
-)
 
 
 class FerrySerializer(SerializerProtocol):
@@ -118,7 +103,7 @@ class FerrySerializer(SerializerProtocol):
         if isinstance(obj, BaseException):
             # LangGraph stores a failed step's error; a provider's error may quote the API key.
             obj = redact(repr(obj))
-        compact = _encode_messages(obj)
+        compact = messages.encoded(obj)
         type_tag, data = (MESSAGES, compact) if compact else self._langgraph.dumps_typed(obj)
         if type_tag == "msgpack":  # the compact form names only the message classes
             self._unpacker.check(data)
@@ -158,7 +143,7 @@ class FerrySerializer(SerializerProtocol):
             try:
                 entries = self._unpacker.unpack(payload)
                 self.charge(PER_MESSAGE * len(entries) if isinstance(entries, list) else 0)
-                return [_message(name, fields) for name, fields in entries]
+                return [messages.rebuilt(name, fields) for name, fields in entries]
             finally:
                 if pausing:
                     gc.enable()
@@ -249,71 +234,3 @@ def serializer(settings: Settings | None = None) -> FerrySerializer:
                 "FERRY_ENCRYPTION_KEY needs pycryptodome: pip install 'ferry-agent[encryption]'"
             ) from exc
     return FerrySerializer(max_value_bytes=settings.max_stored_value_mb * 2**20, cipher=cipher)
-
-
-def _encode_messages(obj: Any) -> bytes | None:
-    """`obj` in the compact form, or None if it is not a list of plain LangChain messages."""
-    if type(obj) is not list or not obj:
-        return None
-    entries = []
-    for message in obj:
-        name = type(message).__name__
-        if _CLASSES.get(name) is not type(message) or message.__pydantic_extra__:
-            return None
-        fields = {}
-        for field, default in _defaults(name)[0].items():
-            value = getattr(message, field)
-            if type(value) is not type(default) or value != default:
-                fields[field] = value
-        entries.append([name, fields])
-    try:
-        return ormsgpack.packb(entries, option=_EXACT_ONLY)
-    except TypeError:  # a value msgpack cannot carry exactly
-        return None
-
-
-def _message(name: str, stored: dict[str, Any]) -> BaseMessage:
-    """Rebuild a message stored in the compact form, the way pickle rebuilds a pydantic model.
-
-    It was validated when it was made and every field is either stored or its default, so
-    validating it again (most of a cold read's cost) would only recompute what is stored.
-    """
-    cls = _CLASSES.get(name) if isinstance(name, str) else None
-    if cls is None:
-        raise StoredValueError(f"refused to load a stored message of class {str(name)[:80]!r}")
-    defaults, fresh = _defaults(name)
-    if not stored.keys() <= defaults.keys():  # stored by a version with other fields
-        return cls.model_validate(stored)
-    values = {**defaults, **stored}  # in field order, as validation would leave them
-    for field, empty in fresh:
-        if field not in stored:
-            values[field] = empty()  # a message's own dict or list, never a shared one
-    message = cls.__new__(cls)
-    message.__setstate__(
-        {
-            "__dict__": values,
-            "__pydantic_fields_set__": set(defaults),  # all, as LangGraph's own path leaves it
-            "__pydantic_extra__": {},
-            "__pydantic_private__": None,
-        }
-    )
-    return message
-
-
-@functools.cache
-def _defaults(name: str) -> tuple[dict[str, Any], list[tuple[str, Callable[[], Any]]]]:
-    """A message class's fields with their defaults, and those made fresh for each message.
-
-    A field without a default (`content`, `tool_call_id`) maps to PydanticUndefined, which no
-    value equals, so it is always stored.
-    """
-    defaults: dict[str, Any] = {}
-    fresh: list[tuple[str, Callable[[], Any]]] = []
-    for field, info in _CLASSES[name].model_fields.items():
-        if info.default_factory is not None:
-            factory = cast(Callable[[], Any], info.default_factory)
-            defaults[field] = factory()
-            fresh.append((field, factory))
-        else:
-            defaults[field] = info.default
-    return defaults, fresh
