@@ -20,6 +20,7 @@ from graph.cli import main
 from graph.settings import Settings
 from graph.storage import sqlite_saver
 from graph.storage.codec.serde import FerrySerializer, StoredValueError, serializer
+from graph.storage.sqlite.migration import migrate
 from tests.support.hostile_rows import (
     FOREIGN_TYPE_CODES,
     PLANTED_MODULE,
@@ -214,7 +215,10 @@ def _converse_in_langgraphs_tables(db: Path, *threads: str) -> None:
 def test_a_row_planted_in_langgraphs_tables_is_still_refused_once_moved(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, payload: str, where: str, read_only: bool
 ) -> None:
-    """The move copies a checkpoint's bytes as they were: what it copies is still checked."""
+    """`ferry migrate` copies a checkpoint's bytes as they were: what it copies is still checked.
+
+    Read-only: the file migrated, then made read-only (migrate refuses a read-only file).
+    """
     plant_module(tmp_path, tmp_path / MARKER_NAME)
     monkeypatch.syspath_prepend(str(tmp_path))
     db = tmp_path / "old.db"
@@ -228,12 +232,13 @@ def test_a_row_planted_in_langgraphs_tables_is_still_refused_once_moved(
         else:
             assert plant_legacy_step(conn, "bad", value) == 1
     conn.close()
+    assert migrate(db, everything=True).moved.keys() == {"good", "bad"}
     if read_only:
         db.chmod(0o444)
     try:
         _assert_refused_and_good_reads(db)
         saver = sqlite_saver(db)
-        saver.setup()  # the file's rows moved (into a copy in memory, for a read-only file)
+        saver.setup()
         moved = (
             [v for v, _ in step_values(saver.conn)]
             if where == "checkpoint"

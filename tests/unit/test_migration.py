@@ -1,13 +1,15 @@
-"""Files from before Ferry's layout: rows in LangGraph's tables, moved into Ferry's at first open.
+"""Files from before Ferry's layout: rows in LangGraph's tables, moved by `ferry migrate` only.
 
 What a user would notice if the move went wrong: a thread whose messages or checkpoints differ
-once Ferry reads it, or that cannot be continued; a read-only file changed by reading it, or
-continued in memory only; rows doubled when two processes open the file at once.
+once Ferry reads it, or that cannot be continued; a file changed by only opening or reading it;
+a read-only file changed, or continued in memory only; rows doubled when two conversions run at
+once; no backup, or one that is not the file as it was.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import sqlite3
 import threading
 from contextlib import closing
@@ -23,7 +25,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graph import build_graph
 from graph.storage import FerrySaver, sqlite_saver
-from graph.storage.sqlite.saver import connect
+from graph.storage.sqlite.migration import MigrationError, migrate
 from tests.support.scripted import ScriptedModel, answer, tool_call
 from tests.support.stored import step_values, write_records
 
@@ -57,7 +59,8 @@ class OldFile:
 def _messages(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[tuple[str, Any, Any]]:
     graph = build_graph(model=ScriptedModel([]), tools=[lookup], checkpointer=saver)
     return [
-        (m.type, m.content, m.id) for m in graph.get_state(_config(thread_id)).values["messages"]
+        (m.type, m.content, m.id)
+        for m in graph.get_state(_config(thread_id)).values.get("messages", [])
     ]
 
 
@@ -114,7 +117,36 @@ def _assert_reads_the_same(saver: FerrySaver, old: OldFile) -> None:
         assert _messages(saver, thread_id) == old.messages[thread_id]
 
 
-def test_an_old_file_reads_the_same_and_continues_in_ferrys_tables(old_file: OldFile) -> None:
+def _assert_as_the_stock_saver_wrote_it(path: Path, old: OldFile) -> None:
+    stock = SqliteSaver(sqlite3.connect(path, check_same_thread=False))
+    for thread_id in THREADS:
+        assert _checkpoint_ids(stock, thread_id) == old.checkpoints[thread_id]
+    with closing(stock.conn):
+        assert _langgraph_rows(stock.conn) == old.rows
+
+
+def test_opening_and_reading_an_old_file_moves_nothing_and_says_so_once(
+    old_file: OldFile, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="ferry.saver"):
+        for _ in range(2):
+            saver = sqlite_saver(old_file.path)
+            assert saver.thread_ids() == [] and saver.get_tuple(_config("t1")) is None
+    _assert_as_the_stock_saver_wrote_it(old_file.path, old_file)
+    notices = [r.getMessage() for r in caplog.records if "ferry migrate" in r.getMessage()]
+    assert len(notices) == 1 and str(old_file.path) in notices[0]
+    assert "2 thread(s) in LangGraph's tables" in notices[0]
+
+
+def test_an_old_file_migrated_reads_the_same_and_continues_in_ferrys_tables(
+    old_file: OldFile,
+) -> None:
+    moved: list[tuple[str, int]] = []
+    report = migrate(old_file.path, on_thread=lambda t, n: moved.append((t, n)))
+    assert report.moved == {t: len(old_file.checkpoints[t]) for t in THREADS}
+    assert moved == sorted(report.moved.items()) and report.left == {}
+    assert report.backup is not None and report.backup.name.startswith("old.db.before-migrate-")
+    _assert_as_the_stock_saver_wrote_it(report.backup, old_file)  # the file as it was
     saver = sqlite_saver(old_file.path)
     _assert_reads_the_same(saver, old_file)
     with closing(sqlite3.connect(old_file.path)) as conn:
@@ -139,23 +171,30 @@ def test_an_old_file_reads_the_same_and_continues_in_ferrys_tables(old_file: Old
         _checkpoint_ids(reopened, "t1")[-len(old_file.checkpoints["t1"]) :]
         == (old_file.checkpoints["t1"])
     )
+    assert migrate(old_file.path).moved == {}  # again: nothing left to move, no new backup
 
 
-def test_a_read_only_old_file_lists_and_reads_the_same_and_stays_as_it_was(
-    old_file: OldFile,
-) -> None:
+def test_a_read_only_old_file_is_refused_and_stays_as_it_was(old_file: OldFile) -> None:
     path = old_file.path
     assert not path.with_name("old.db-wal").exists() and not path.with_name("old.db-shm").exists()
     before = _digest(path)
     path.chmod(0o444)
     try:
-        saver = sqlite_saver(path)
-        _assert_reads_the_same(saver, old_file)
+        with pytest.raises(MigrationError, match="read-only: migrate rewrites it") as refused:
+            migrate(path)
+        assert "\n" not in str(refused.value) and str(path) in str(refused.value)
+        assert sqlite_saver(path).thread_ids() == []  # read: nothing of Ferry's, nothing moved
     finally:
         path.chmod(0o644)
     assert _digest(path) == before
-    with closing(sqlite3.connect(path)) as conn:
-        assert _langgraph_rows(conn) == old_file.rows  # still there, for a process that may write
+    assert list(path.parent.glob("*before-migrate*")) == []
+    _assert_as_the_stock_saver_wrote_it(path, old_file)
+
+
+def test_a_missing_file_is_refused_and_not_created(tmp_path: Path) -> None:
+    with pytest.raises(MigrationError, match="no such file"):
+        migrate(tmp_path / "nothing.db")
+    assert list(tmp_path.iterdir()) == []
 
 
 def _ferry_file(path: Path) -> Path:
@@ -172,17 +211,18 @@ def test_a_read_only_file_is_not_continued_whichever_its_layout(
 ) -> None:
     """A turn on a read-only file is refused: never answered, then lost with the process.
 
-    An old file is read from a copy in memory; a turn must not be taken in that copy either.
+    An old file is read from a copy in memory (Ferry's tables empty: nothing of LangGraph's
+    moved into it); a turn must not be taken in that copy either.
     """
     if layout == "ferry":
         path = _ferry_file(tmp_path / "ferry.db")
         expected = _messages(sqlite_saver(path), "t1")
     else:
-        path, expected = old_file.path, old_file.messages["t1"]
+        path, expected = old_file.path, []
     path.chmod(0o444)
     try:
         graph = build_graph(
-            model=ScriptedModel([answer("lost")]), tools=[lookup], checkpointer=sqlite_saver(path)
+            model=ScriptedModel([]), tools=[lookup], checkpointer=sqlite_saver(path)
         )
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
             graph.invoke({"messages": [("user", "t1 q9")]}, _config("t1"))
@@ -191,19 +231,19 @@ def test_a_read_only_file_is_not_continued_whichever_its_layout(
     assert _messages(sqlite_saver(path), "t1") == expected
 
 
-def test_two_savers_opening_an_old_file_at_once_move_its_rows_once(old_file: OldFile) -> None:
-    savers = [FerrySaver(connect(old_file.path)) for _ in range(2)]
-    start = threading.Barrier(len(savers))
+def test_two_migrations_at_once_move_its_rows_once(old_file: OldFile) -> None:
+    start = threading.Barrier(2)
     failures: list[BaseException] = []
+    moved: list[dict[str, int]] = []
 
-    def open_it(saver: FerrySaver) -> None:
+    def convert() -> None:
         start.wait()
         try:
-            saver.setup()
+            moved.append(migrate(old_file.path).moved)
         except BaseException as error:  # noqa: BLE001 - reported by the test below
             failures.append(error)
 
-    workers = [threading.Thread(target=open_it, args=(saver,)) for saver in savers]
+    workers = [threading.Thread(target=convert) for _ in range(2)]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -215,5 +255,5 @@ def test_two_savers_opening_an_old_file_at_once_move_its_rows_once(old_file: Old
         assert len(write_records(conn)) == old_file.rows[1]
         threads = conn.execute("SELECT thread_id FROM ferry_threads").fetchall()
     assert sorted(t for (t,) in threads) == sorted(THREADS)
-    for saver in savers:
-        _assert_reads_the_same(saver, old_file)
+    assert sorted(moved, key=len) == [{}, {t: len(old_file.checkpoints[t]) for t in THREADS}]
+    _assert_reads_the_same(sqlite_saver(old_file.path), old_file)

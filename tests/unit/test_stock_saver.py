@@ -24,9 +24,10 @@ from langgraph.types import Command
 
 from graph import build_graph
 from graph.settings import Settings
+from graph.state import FerryState
 from graph.storage import FerrySaver, sqlite_saver
 from graph.storage.sqlite import stock as stock_savers
-from graph.storage.sqlite.ownership import FERRY_NODES
+from graph.storage.sqlite.ownership import FERRY_CHANNELS, FERRY_NODES
 from graph.storage.sqlite.stock import as_given
 from tests.support.file_tools import RUNS, delete_file, peek
 from tests.support.scripted import ScriptedModel, answer, tool_call
@@ -176,6 +177,9 @@ def test_another_apps_thread_in_the_same_file_reads_back_intact(
     assert _billing_app(own).invoke({"charges": [7]}, BILLING) == {"charges": [5, 1, 7, 3]}
 
 
-def test_the_ferry_nodes_the_migration_recognises_are_the_graphs() -> None:
+def test_the_nodes_and_channels_the_migration_recognises_are_the_graphs() -> None:
     graph = build_graph(model=ScriptedModel([]), tools=[], checkpointer=InMemorySaver())
     assert set(graph.nodes) - {"__start__"} == set(FERRY_NODES)
+    chosen = {c for c in graph.channels if not c.startswith("__")}  # LangGraph's own left out
+    assert chosen <= FERRY_CHANNELS and set(FerryState.__annotations__) <= FERRY_CHANNELS
+    assert FERRY_CHANNELS - chosen <= {f"branch:to:{node}" for node in FERRY_NODES}

@@ -26,6 +26,7 @@ from graph import build_graph
 from graph.cli import main
 from graph.storage import FerrySaver, sqlite_saver
 from graph.storage.sqlite import layout
+from graph.storage.sqlite.migration import migrate
 from graph.storage.threads.reading import list_threads, stored_messages, title_of
 from tests.support.hostile_rows import PLANTED_MODULE
 from tests.support.scripted import ScriptedModel, answer, tool_call
@@ -131,8 +132,11 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_a_file_from_before_the_summaries_lists_the_same_read_only_or_not(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_a_file_from_before_the_summaries_lists_the_same_once_migrated(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     # Written in LangGraph's tables (a stock saver, kept as given): no summary rows, no layout.
     db = tmp_path / "old.db"
@@ -142,19 +146,22 @@ def test_a_file_from_before_the_summaries_lists_the_same_read_only_or_not(
     _converse(db, {"older": 2, "newer": 1}, saver=stock)
     stock.conn.close()
     shutil.copy(db, tmp_path / "copy.db")
+    migrate(tmp_path / "copy.db")
     expected = _rebuilt(sqlite_saver(tmp_path / "copy.db"))
     assert [t["thread_id"] for t in expected] == ["newer", "older"]
 
     before = _digest(db)
     monkeypatch.setenv("FERRY_DB", str(db))
     db.chmod(0o444)
-    try:
+    try:  # read-only: listed as it is (nothing in Ferry's tables), and said why
         assert main(["threads", "--json"]) == 0
     finally:
         db.chmod(0o644)
-    assert json.loads(capsys.readouterr().out)["threads"] == expected
+    assert json.loads(capsys.readouterr().out)["threads"] == []
+    assert f"{db} holds 2 thread(s) in LangGraph's tables" in caplog.text
     assert _digest(db) == before  # read from a copy: the file is as it was
-    assert list_threads(sqlite_saver(db)) == expected  # writable: moved, and the rows written
+    assert main(["migrate", str(db)]) == 0
+    assert list_threads(sqlite_saver(db)) == expected  # migrated: the rows written on listing
     assert set(_rows(db)) == {"older", "newer"}
 
 

@@ -24,7 +24,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP, CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from graph.storage import DatabaseError, open_file
+from graph.storage import open_file
+from graph.storage.errors import DatabaseError
 from graph.storage.sqlite.layout import text_of
 
 

@@ -21,6 +21,7 @@ timeout, then refused: nothing is changed and no backup is left.
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -30,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from graph.storage import DatabaseError, read_only
+from graph.storage.errors import DatabaseError
 from graph.storage.sqlite import layout, layout_versions
 from graph.storage.sqlite.moving import Moved, has_table, move_rows
 from graph.storage.sqlite.ownership import not_ferrys
@@ -105,7 +106,7 @@ def migrate(
     serde = serde or serializer()
     report = Migrated(path)
     with closing(_connect(path, busy_timeout_s)) as conn:
-        if not langgraph_threads(conn):
+        if not _has_rows(conn):
             return report  # nothing to convert: no backup, no change
         _begin(conn, path, busy_timeout_s)
         try:
@@ -123,10 +124,16 @@ def migrate(
     return report
 
 
+def _has_rows(conn: sqlite3.Connection) -> bool:
+    """Whether LangGraph's tables hold any row, of a thread or not (a row no saver wrote)."""
+    tables = [t for t in ("checkpoints", "writes") if has_table(conn, t)]
+    return any(conn.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() for t in tables)
+
+
 def _check_file(path: Path) -> None:
     if not path.is_file():
         raise MigrationError(f"{path}: no such file (ferry migrate converts an existing file)")
-    if read_only(path):
+    if not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222:  # root obeys the mode
         raise MigrationError(
             f"{path} is read-only: migrate rewrites it (after a backup beside it); make it "
             "writable, or migrate a copy"

@@ -14,13 +14,15 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from graph.state import FerryState
 from graph.storage.codec.allowlist import StoredValueError
 
+# Spelled out rather than read from the agent (storage imports none of it); a test checks both
+# against the compiled graph (tests/unit/test_stock_saver.py).
 FERRY_NODES = ("call_model", "check", "execute_tool")
 """The nodes of Ferry's graph (`graph.builder`)."""
 FERRY_CHANNELS = frozenset(
-    {*FerryState.__annotations__} | {f"branch:to:{node}" for node in FERRY_NODES}
+    {"messages", "stop_reason", "tool_failures", "released_calls"}  # `graph.state.FerryState`
+    | {f"branch:to:{node}" for node in FERRY_NODES}
 )
 """Every channel of Ferry's graph a checkpoint may have versions for, beside LangGraph's own."""
 _ENTRY = "branch:to:call_model"  # every step after the input has it: the first node's trigger
