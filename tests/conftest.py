@@ -1,14 +1,19 @@
 """Shared fixtures: no real keys, no real network, settings only through monkeypatch.
 
-`scripted([...])` builds a `ScriptedModel` that must play its whole script by the test's end;
-`make_agent(model, **settings)` compiles Ferry's graph on it with the module's `agent_tools`
-(override that fixture in a test module) and an in-memory saver unless one is given.
+Every `ScriptedModel` and model emulator (`OpenAIServer`, `AnthropicServer`) a test makes must
+play its whole script by the test's end, and be called no more: `_every_script_played` fails the
+test otherwise. A test whose point is to leave steps unplayed, or to call past the script, says
+so with `@pytest.mark.off_script("why")`.
+
+`scripted([...])` builds a `ScriptedModel`; `make_agent(model, **settings)` compiles Ferry's
+graph on it with the module's `agent_tools` (override that fixture in a test module) and an
+in-memory saver unless one is given.
 """
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +21,12 @@ import pytest
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 
+from tests.support import script_check
 from tests.support.cli_helpers import Ferry, ferry_in_process
 from tests.support.scripted import ScriptedModel, Step
 
-pytest_plugins = ["tests.support.pg_threads"]  # `replays`, for the Postgres history tests
+# `replays`, for the Postgres history tests; `pytester`, for the test of the script check
+pytest_plugins = ["tests.support.pg_threads", "pytester"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,6 +42,50 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    config.addinivalue_line(
+        "markers",
+        "off_script(reason): the test leaves scripted steps unplayed, or over-calls, on purpose",
+    )
+
+
+_REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Keep each phase's report on the test, so a fixture's teardown can see how the test went."""
+    report = yield
+    item.stash.setdefault(_REPORTS, {})[report.when] = report
+    return report
+
+
+@pytest.fixture(autouse=True)
+def _every_script_played(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a passing test whose scripted models or model servers are off their scripts.
+
+    Autouse, so it is set up before the fixtures that make servers and torn down after them.
+    A test that failed already is not failed again for the script it did not finish.
+    """
+    with script_check.tracking() as made:
+        yield
+    call = request.node.stash.get(_REPORTS, {}).get("call")
+    if call is None or not call.passed:
+        return
+    problems = script_check.unplayed(made)
+    marker = request.node.get_closest_marker("off_script")
+    if marker is not None and not marker.args:
+        pytest.fail('off_script needs a reason: @pytest.mark.off_script("why")', pytrace=False)
+    if marker is None and problems:
+        pytest.fail(
+            "off script (unplayed steps or calls past them):\n  " + "\n  ".join(problems),
+            pytrace=False,
+        )
+    if marker is not None and not problems:
+        pytest.fail(
+            "marked off_script, but every script was played: remove the mark", pytrace=False
+        )
 
 
 _SECRETS = ("OPENAI_API_KEY", "TAVILY_API_KEY", "ANTHROPIC_API_KEY", "LANGSMITH_API_KEY")
@@ -80,18 +131,13 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Ferry:
 
 
 @pytest.fixture
-def scripted() -> Iterator[Callable[..., ScriptedModel]]:
-    """Build `ScriptedModel`s; at teardown, fail unless each one played every step."""
-    models: list[ScriptedModel] = []
+def scripted() -> Callable[..., ScriptedModel]:
+    """Build `ScriptedModel`s (each checked at teardown, like every scripted model)."""
 
     def build(steps: Sequence[Step] = (), **kwargs: Any) -> ScriptedModel:
-        model = ScriptedModel(steps, **kwargs)
-        models.append(model)
-        return model
+        return ScriptedModel(steps, **kwargs)
 
-    yield build
-    for model in models:
-        model.assert_complete()
+    return build
 
 
 @pytest.fixture

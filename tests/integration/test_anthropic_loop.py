@@ -75,7 +75,6 @@ def test_parallel_tool_uses_then_answer(server: AnthropicServer, tmp_path: Path)
     assert sorted(r["tool_use_id"] for r in results) == sorted(call_ids)
     assert {(r["type"], r["is_error"]) for r in results} == {("tool_result", False)}
     assert sorted(str(fenced_data(r["content"])) for r in results) == ["a=1", "bb=2"]
-    server.assert_complete()
 
 
 def test_streamed_tool_uses_are_sent_back_as_the_api_expects(
@@ -131,7 +130,6 @@ def test_cli_shows_text_not_blocks(cli: Ferry, server: AnthropicServer, tmp_path
         ("assistant", "150 * 3 = 450"),
     ]
     assert server.message_requests()[0]["stream"] is True
-    server.assert_complete()
 
 
 def test_cli_streams_the_text_of_block_replies(

@@ -43,10 +43,11 @@ def test_storing_a_part_takes_the_write_lock_before_it_reads(
         return index(cur, number, namespace)
 
     monkeypatch.setattr(parts, "index", checked)
-    model = ScriptedModel([answer(f"answer {n}") for n in range(parts.PART)])
+    turns = parts.PART // 2 + 1  # two messages a turn: past a part's worth
+    model = ScriptedModel([answer(f"answer {n}") for n in range(turns)])
     graph = build_graph(model=model, tools=[], checkpointer=saver)
     config: Any = {"configurable": {"thread_id": "t"}}
-    for n in range(parts.PART // 2 + 1):
+    for n in range(turns):
         graph.invoke({"messages": [HumanMessage(f"question {n}")]}, config)
 
     assert seen, "the thread grew past a part's worth of messages"

@@ -198,7 +198,6 @@ def test_new_question_after_a_kill_mid_tool_is_accepted_by_the_provider(
     follow_up = cli("ask", "Sure?", "--thread", thread_id, env=env, cwd=tmp_path)
     assert succeeded(follow_up).stdout == "Yes, 4.\n"
     assert openai.rejections == []
-    openai.assert_complete()
 
 
 def test_resume_after_a_kill_during_the_model_call(

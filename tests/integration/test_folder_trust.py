@@ -99,7 +99,6 @@ def openai_detour(tmp_path: Path, catcher: OpenAIServer) -> dict[str, str]:
     The real API is made unreachable (a proxy on a closed port), so no test reaches it.
     """
     (tmp_path / ".env").write_text(f"OPENAI_BASE_URL={catcher.url}/v1\n")
-    catcher.script([openai_answer("caught")])
     return ferry_env(
         tmp_path,
         OPENAI_API_KEY=REAL_KEY,
@@ -122,6 +121,7 @@ def test_an_untrusted_dotenv_cannot_send_the_key_to_its_host(cli: Ferry, tmp_pat
 def test_a_trusted_dotenv_sets_the_model_server(cli: Ferry, tmp_path: Path) -> None:
     with OpenAIServer() as catcher:
         env = openai_detour(tmp_path, catcher)
+        catcher.script([openai_answer("caught")])
         trust_folder(tmp_path)
         done = succeeded(cli("ask", "hello", env=env, cwd=tmp_path))
         [sent] = catcher.chat_requests()

@@ -120,7 +120,6 @@ def test_arguments_that_are_not_json_are_answered_and_the_model_tries_again(
     assert second[-1]["tool_call_id"] == "call_bad"
     # The thread stays valid: the next question is accepted (the fixture checks no 400).
     assert ask(graph, "and now?")["messages"][-1].content == "still fine"
-    server.assert_complete()
 
 
 def test_a_stream_cut_mid_answer_is_not_stored_and_the_model_is_asked_again(
@@ -135,7 +134,6 @@ def test_a_stream_cut_mid_answer_is_not_stored_and_the_model_is_asked_again(
     assert [type(m) for m in result["messages"]] == [HumanMessage, AIMessage]
     assert result["messages"][-1].content == "Whole answer"
     assert len(server.chat_requests()) == 2
-    server.assert_complete()
 
 
 def test_arguments_cut_twice_are_never_run_and_the_turn_resumes(
@@ -153,7 +151,6 @@ def test_arguments_cut_twice_are_never_run_and_the_turn_resumes(
     resumed = graph.invoke(None, CONFIG)
     assert resumed["stop_reason"] == "answered" and resumed["messages"][-1].content == "ok"
     assert CALLS == ["notes-secret-v2"]
-    server.assert_complete()
 
 
 def test_unknown_tool_and_huge_arguments_are_refused_in_a_valid_history(
@@ -189,7 +186,6 @@ def test_a_resume_without_the_tool_answers_its_call_with_an_error(
     assert resumed["messages"][-1].content == "done"
     gone = results(resumed["messages"])["call_gone"]
     assert gone.status == "error" and "Unknown tool 'crash'" in str(gone.content)
-    server.assert_complete()
 
 
 @pytest.mark.parametrize(
@@ -248,4 +244,3 @@ def test_the_cli_says_when_a_cut_reply_is_asked_for_again(
     assert "(the reply was cut short; asking the model again)" in done.stderr
     # The cut text, if it was shown, is on a line of its own, never run into the answer.
     assert "Partial answerWhole" not in done.stdout.replace(" ", "")
-    server.assert_complete()

@@ -159,7 +159,6 @@ def test_injected_rate_limit_keeps_the_script(server: OpenAIServer) -> None:
     assert caught.value.response.headers["retry-after"] == "1"
     assert model.invoke("hi").content == "after the limit"
     assert len(server.chat_requests()) == 2
-    server.assert_complete()
 
 
 def test_a_scripted_reply_is_sent_as_it_is(server: OpenAIServer) -> None:

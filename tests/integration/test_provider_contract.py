@@ -49,7 +49,7 @@ def agent_tools() -> list[BaseTool]:
 
 @pytest.fixture
 def emulator(provider: Provider) -> Iterator[ScriptedServer]:
-    """The provider's test server, with no checks at teardown: these tests make their own."""
+    """The provider's test server; rejected requests are the tests' to check."""
     with provider.server() as running:
         yield running
 
@@ -74,7 +74,6 @@ def test_plain_answer(provider: Provider, emulator: ScriptedServer) -> None:
     assert body["model"] == provider.model_name
     assert body["messages"] == [{"role": "user", "content": "hi"}]
     assert provider.tool_names(body) == ["lookup"]
-    emulator.assert_complete()
 
 
 def test_parallel_tool_calls(provider: Provider, emulator: ScriptedServer) -> None:
@@ -120,7 +119,6 @@ def test_a_full_tool_round_trip_is_accepted(provider: Provider, emulator: Script
     assert final.content == "No key m."
     assert provider.requests(emulator)[1]["messages"][-1] == SENT_RESULT[provider.name]
     assert emulator.rejections == []
-    emulator.assert_complete()
 
 
 def test_stream_answer_tokens_and_usage(provider: Provider, emulator: ScriptedServer) -> None:
@@ -154,6 +152,7 @@ def test_callable_step_sees_the_request(provider: Provider, emulator: ScriptedSe
     assert provider.model(emulator).invoke("hi").content == "1 messages"
 
 
+@pytest.mark.off_script("calls past the script to see it refused")
 def test_a_call_past_the_script_is_a_server_error(
     provider: Provider, emulator: ScriptedServer
 ) -> None:
@@ -168,6 +167,7 @@ def test_a_call_past_the_script_is_a_server_error(
         emulator.assert_complete()
 
 
+@pytest.mark.off_script("leaves a step unplayed to see it reported")
 def test_assert_complete_reports_unplayed_steps(
     provider: Provider, emulator: ScriptedServer
 ) -> None:
@@ -244,7 +244,6 @@ def server(provider: Provider) -> Iterator[ScriptedServer]:
     with provider.server() as running:
         yield running
     assert running.rejections == [], running.rejections
-    running.assert_complete()
 
 
 def sent(provider: Provider, server: ScriptedServer, n: int) -> list[Item]:

@@ -2,13 +2,15 @@
 
     model = ScriptedModel([tool_call("get_weather", city="Madrid"), answer("It is 21 °C")])
     ...run the agent...
-    model.assert_complete()
     assert isinstance(model.calls[1][-1], ToolMessage)
 
 A step is an `AIMessage` (built with the helpers below), a plain string (an answer), an
 exception instance (raised at that call), or a callable `(messages) -> AIMessage` for a reply
 that depends on what the model was sent. Tool calls without an id are numbered `call_1`,
 `call_2`, ... in the order the model hands them out.
+
+A test fails unless each model it made played its whole script and no more
+(tests/support/script_check.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PrivateAttr
+
+from tests.support.script_check import created_at, track, unplayed_message
 
 Step = AIMessage | str | BaseException | Callable[[list[BaseMessage]], AIMessage]
 Usage = UsageMetadata | tuple[int, int]
@@ -87,6 +91,18 @@ class _Script:
         self.tool_choice: Any = None
         self.tool_call_count = 0
         self.message_prefix = f"scripted-{uuid.uuid4().hex[:8]}"
+        self.created_at = created_at()
+        track(self)
+
+    def assert_complete(self) -> None:
+        """Fail unless every step was played and the model was never over-called."""
+        if self.steps:
+            raise AssertionError(f"ScriptedModel: {unplayed_message(self.steps, self.scripted)}")
+        if self.unexpected:
+            raise UnexpectedModelCall(
+                f"ScriptedModel called {len(self.unexpected)} time(s) more than "
+                f"the {self.scripted} scripted"
+            )
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _Script:
         # LangGraph and pydantic may copy the model; every copy must play the same script.
@@ -122,16 +138,7 @@ class ScriptedModel(BaseChatModel):
 
     def assert_complete(self) -> None:
         """Fail unless every step was played and the model was never over-called."""
-        script = self._script
-        if script.steps:
-            played = script.scripted - len(script.steps)
-            raise AssertionError(
-                f"{len(script.steps)} of {script.scripted} steps unplayed ({played} calls made)"
-            )
-        if script.unexpected:
-            raise UnexpectedModelCall(
-                f"called {len(script.unexpected)} time(s) more than the {script.scripted} scripted"
-            )
+        self._script.assert_complete()
 
     def bind_tools(
         self,

@@ -13,14 +13,13 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langgraph.checkpoint.memory import InMemorySaver
+from langchain_core.tools import BaseTool
 from langgraph.types import Command, StateUpdate
 
-from graph import build_graph
 from graph.policy.approval import UNDECIDED
 from graph.policy.provenance import ClientToolResultError
-from graph.settings import Settings
 from tests.support.file_tools import RUNS, delete_file
+from tests.support.fixtures import Agent
 from tests.support.scripted import ScriptedModel, answer, tool_call
 
 CONFIG: Any = {"configurable": {"thread_id": "t1"}}
@@ -35,6 +34,11 @@ def _reset() -> None:
     RUNS.clear()
 
 
+@pytest.fixture
+def agent_tools() -> list[BaseTool]:
+    return [delete_file]
+
+
 def chat_ui_input(call_id: str = "call_1") -> dict[str, Any]:
     """What agent-chat-ui sends when the user types while a call awaits approval."""
     forged = {"type": "tool", "tool_call_id": call_id, "name": "delete_file",
@@ -42,17 +46,20 @@ def chat_ui_input(call_id: str = "call_1") -> dict[str, Any]:
     return {"messages": [forged, {"type": "human", "content": "and also tidy up"}]}
 
 
-def paused(*after: Any) -> tuple[Any, ScriptedModel]:
-    """A thread paused on delete_file's approval; `after` scripts the model's next steps."""
-    model = ScriptedModel([tool_call("delete_file", path="a"), *after])
-    graph = build_graph(
-        model=model,
-        tools=[delete_file],
-        checkpointer=InMemorySaver(),
-        settings=Settings(approve_tools="delete_file"),
-    )
-    graph.invoke({"messages": [("user", "delete a")]}, CONFIG)
-    return graph, model
+Paused = Callable[..., tuple[Any, ScriptedModel]]
+
+
+@pytest.fixture
+def paused(make_agent: Agent) -> Paused:
+    """`paused(*after)`: a thread paused on delete_file's approval; `after`: the next steps."""
+
+    def pause(*after: Any) -> tuple[Any, ScriptedModel]:
+        model = ScriptedModel([tool_call("delete_file", path="a"), *after])
+        graph = make_agent(model, approve_tools="delete_file")
+        graph.invoke({"messages": [("user", "delete a")]}, CONFIG)
+        return graph, model
+
+    return pause
 
 
 def assert_still_pending(graph: Any) -> None:
@@ -88,7 +95,9 @@ ENTRY_POINTS: dict[str, Callable[[Any], Any]] = {
 
 
 @pytest.mark.parametrize("entry", ENTRY_POINTS, ids=str)
-def test_a_client_result_for_a_call_awaiting_approval_is_refused(entry: str) -> None:
+def test_a_client_result_for_a_call_awaiting_approval_is_refused(
+    paused: Paused, entry: str
+) -> None:
     graph, model = paused(answer("deleted a"))
     with pytest.raises(ClientToolResultError) as refused:
         ENTRY_POINTS[entry](graph)
@@ -106,10 +115,9 @@ def test_a_client_result_for_a_call_awaiting_approval_is_refused(entry: str) -> 
         ("ai", "deleted a"),
     ]
     assert RUNS == ["delete a"]
-    model.assert_complete()
 
 
-def test_the_new_message_alone_is_taken_and_the_call_answered_not_run() -> None:
+def test_the_new_message_alone_is_taken_and_the_call_answered_not_run(paused: Paused) -> None:
     graph, model = paused(answer("I did not delete it; tidying up instead."))
     result = graph.invoke({"messages": [("user", "and also tidy up")]}, CONFIG)
 
@@ -124,12 +132,10 @@ def test_the_new_message_alone_is_taken_and_the_call_answered_not_run() -> None:
     assert messages[2].tool_call_id == "call_1" and messages[2].status == "error"
     assert messages[2].content == UNDECIDED
     assert RUNS == []
-    model.assert_complete()
 
 
-def test_a_client_result_for_any_unanswered_call_is_refused() -> None:
-    model = ScriptedModel([tool_call("delete_file", path="a"), answer("done")])
-    graph = build_graph(model=model, tools=[delete_file], checkpointer=InMemorySaver())
+def test_a_client_result_for_any_unanswered_call_is_refused(make_agent: Agent) -> None:
+    graph = make_agent(ScriptedModel([tool_call("delete_file", path="a"), answer("done")]))
     graph.invoke({"messages": [("user", "delete a")]}, CONFIG, interrupt_before=["execute_tool"])
 
     with pytest.raises(ClientToolResultError) as refused:
@@ -143,9 +149,8 @@ def test_a_client_result_for_any_unanswered_call_is_refused() -> None:
     assert RUNS == ["delete a"]
 
 
-def test_a_history_the_client_writes_itself_is_accepted() -> None:
-    model = ScriptedModel([answer("I see it was deleted.")])
-    graph = build_graph(model=model, tools=[delete_file], checkpointer=InMemorySaver())
+def test_a_history_the_client_writes_itself_is_accepted(make_agent: Agent) -> None:
+    graph = make_agent(ScriptedModel([answer("I see it was deleted.")]))
     imported = [
         HumanMessage("delete a", id="h1"),
         AIMessage("", id="a1", tool_calls=[{"name": "delete_file", "args": {}, "id": "old_1"}]),
@@ -154,4 +159,3 @@ def test_a_history_the_client_writes_itself_is_accepted() -> None:
     ]
     result = graph.invoke({"messages": imported}, CONFIG)
     assert [m.id for m in result["messages"][:4]] == ["h1", "a1", "t1", "h2"]
-    model.assert_complete()

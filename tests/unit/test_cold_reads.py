@@ -87,7 +87,7 @@ def db(tmp_path: Path) -> Path:
 @pytest.fixture
 def running(db: Path) -> Any:
     """The graph of the process that grows the thread (a saver that remembers as it goes)."""
-    return _graph(sqlite_saver(db), range(TURNS + 1))
+    return _graph(sqlite_saver(db), range(TURNS))
 
 
 @pytest.fixture
@@ -216,7 +216,8 @@ def test_a_running_saver_reads_no_write_back(
         return writes
 
     monkeypatch.setattr(history, "_message_writes", counted)
-    [(head, seen)] = _run(running, range(TURNS, TURNS + 1))
+    next_turn = range(TURNS, TURNS + 1)
+    [(head, seen)] = _run(_graph(running.checkpointer, next_turn), next_turn)
     assert len(seen) == (TURNS + 1) * PER_TURN
     assert sum(replayed) == 0, replayed
     assert _messages(running) == seen

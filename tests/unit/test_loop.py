@@ -14,12 +14,9 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool, ToolException, tool
-from langgraph.checkpoint.memory import InMemorySaver
 
-from graph import build_graph
 from graph.guards import turn_counters
 from graph.policy.fence import fence_value, fenced_data
-from graph.settings import Settings
 from graph.storage import sqlite_saver
 from tests.support.fixtures import Agent, Scripted
 from tests.support.scripted import ScriptedModel, UnexpectedModelCall, answer, parallel, tool_call
@@ -148,7 +145,7 @@ def test_three_parallel_calls_in_one_turn_each_get_one_result(
     ]
 
 
-def test_parallel_calls_run_concurrently(scripted: Scripted) -> None:
+def test_parallel_calls_run_concurrently(scripted: Scripted, make_agent: Agent) -> None:
     # Each call waits for the other two: run one after another, the first would time out.
     meeting = threading.Barrier(3, timeout=10)
 
@@ -163,8 +160,7 @@ def test_parallel_calls_run_concurrently(scripted: Scripted) -> None:
         return n
 
     model = scripted([parallel(*(tool_call("meet", n=i) for i in range(3))), answer("ok")])
-    graph = build_graph(model=model, tools=[meet], checkpointer=InMemorySaver())
-    result = ask(graph, "meet thrice")
+    result = ask(make_agent(model, tools=[meet]), "meet thrice")
     results = [m for m in result["messages"] if isinstance(m, ToolMessage)]
     assert sorted(m.content for m in results) == ["0", "1", "2"]
     assert {m.status for m in results} == {"success"}
@@ -275,8 +271,9 @@ def test_message_ids_are_stable_across_reads(
     assert [m.id for m in again] == ids
 
 
+@pytest.mark.off_script("over-calls the model to see it fail")
 def test_overcalling_the_script_fails_loudly(make_agent: Agent) -> None:
-    model = ScriptedModel([tool_call("add", a=1, b=2)])  # not `scripted`: over-called on purpose
+    model = ScriptedModel([tool_call("add", a=1, b=2)])
     with pytest.raises(UnexpectedModelCall):
         ask(make_agent(model), "1+2")
 
@@ -292,7 +289,9 @@ def test_tool_timeout_answers_with_an_error_and_the_run_continues(
     assert error.status == "error" and "timed out after 0.3 s" in error.content
 
 
-def test_concurrency_is_bounded_by_max_parallel_tools(scripted: Scripted) -> None:
+def test_concurrency_is_bounded_by_max_parallel_tools(
+    scripted: Scripted, make_agent: Agent
+) -> None:
     running, peak = 0, 0
     both_ran = threading.Condition()
 
@@ -316,11 +315,5 @@ def test_concurrency_is_bounded_by_max_parallel_tools(scripted: Scripted) -> Non
         return n
 
     model = scripted([parallel(*(tool_call("slow", n=i) for i in range(5))), answer("ok")])
-    graph = build_graph(
-        model=model,
-        tools=[slow],
-        checkpointer=InMemorySaver(),
-        settings=Settings(max_parallel_tools=2),
-    )
-    ask(graph, "go")
+    ask(make_agent(model, tools=[slow], max_parallel_tools=2), "go")
     assert peak == 2

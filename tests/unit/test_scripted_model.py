@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import pickle
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -55,6 +56,7 @@ def test_recorded_messages_are_copies() -> None:
     assert model.calls[0][0].content == "hi"
 
 
+@pytest.mark.off_script("over-calls the model to see it fail")
 def test_over_call_raises_and_fails_assert_complete() -> None:
     model = ScriptedModel([answer("only one")])
     model.invoke("hi")
@@ -67,11 +69,12 @@ def test_over_call_raises_and_fails_assert_complete() -> None:
         model.assert_complete()
 
 
+@pytest.mark.off_script("leaves a step unplayed to see it reported")
 def test_assert_complete_reports_unplayed_steps() -> None:
     model = ScriptedModel([answer("a"), answer("b")])
     model.invoke("hi")
 
-    with pytest.raises(AssertionError, match="1 of 2 steps unplayed"):
+    with pytest.raises(AssertionError, match="1 of 2 steps unplayed .*; left: answer 'b'"):
         model.assert_complete()
 
 
@@ -204,12 +207,13 @@ def test_copies_share_the_script() -> None:
     model.assert_complete()
 
 
-def test_pickles() -> None:
+def test_pickles_into_a_model_with_its_own_script() -> None:
     model = ScriptedModel([answer("a")])
 
     restored = pickle.loads(pickle.dumps(model))
 
     assert restored.invoke("hi").content == "a"
+    assert model.invoke("hi").content == "a"  # another process's copy plays none of this one
 
 
 def test_langgraph_messages_mode_sees_tokens() -> None:
@@ -245,3 +249,53 @@ def test_async_invoke_and_stream() -> None:
     assert reply.content == "first"
     assert "".join(str(c.content) for c in chunks) == "second reply here"
     model.assert_complete()
+
+
+def test_a_test_leaving_steps_unplayed_fails_naming_them(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+    pytester.makeconftest(
+        "from tests.conftest import _every_script_played, pytest_configure, "
+        "pytest_runtest_makereport"
+    )
+    pytester.makepyfile(
+        """
+        import pytest
+        from tests.support.scripted import ScriptedModel, answer, tool_call
+
+        def test_unplayed():
+            model = ScriptedModel([answer("a"), tool_call("get_weather", city="Oslo")])
+            model.invoke("hi")
+
+        def test_over_called():
+            model = ScriptedModel([])
+            with pytest.raises(AssertionError):
+                model.invoke("hi")
+
+        @pytest.mark.off_script("the point of this test")
+        def test_marked():
+            ScriptedModel([answer("a")])
+
+        @pytest.mark.off_script("stale")
+        def test_marked_but_played():
+            ScriptedModel([answer("a")]).invoke("hi")
+
+        def test_failed_already():
+            ScriptedModel([answer("a")])
+            assert False
+        """
+    )
+    result = pytester.runpytest_subprocess("-n", "0")
+    result.assert_outcomes(passed=4, failed=1, errors=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_unplayed*",
+            "  test_*.py:5: ScriptedModel: 1 of 2 steps unplayed (1 calls made); "
+            "left: tool call get_weather({'city': 'Oslo'})",
+            "*ERROR at teardown of test_over_called*",
+            "  test_*.py:9: ScriptedModel called 1 time(s) more than the 0 scripted",
+            "*ERROR at teardown of test_marked_but_played*",
+            "marked off_script, but every script was played: remove the mark",
+        ]
+    )

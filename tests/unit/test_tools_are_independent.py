@@ -67,7 +67,6 @@ def test_read_file_reads_the_root_of_the_settings_the_graph_was_built_with(
         "success",
         "notes.txt: lines 1-1 of 1\nfrom the settings",
     )
-    model.assert_complete()
 
 
 def test_read_file_standalone_reads_the_environments_root(

@@ -1,4 +1,8 @@
-"""What the model emulators share: a script of replies, one per valid request, and its record."""
+"""What the model emulators share: a script of replies, one per valid request, and its record.
+
+A server made during a test is tracked like a `ScriptedModel`: the test fails unless the server
+played every step it was given and got no request past them (see tests/support/scripted.py).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from tests.support.script_check import created_at, track, unplayed_message
 from tests.support.servers.base import LoopbackServer, Reply
 
 
@@ -30,6 +35,8 @@ class ScriptedServer(LoopbackServer):
         self._scripted = 0
         self._answered = 0
         self._script_lock = threading.Lock()
+        self.created_at = created_at()
+        track(self)
 
     @staticmethod
     def _send(handler: BaseHTTPRequestHandler, reply: Reply) -> None:
@@ -47,10 +54,14 @@ class ScriptedServer(LoopbackServer):
 
     def assert_complete(self) -> None:
         """Fail unless every step was played and no request came after the script ended."""
+        name = type(self).__name__
         if self._steps:
-            raise AssertionError(f"{len(self._steps)} of {self._scripted} steps unplayed")
+            raise AssertionError(f"{name}: {unplayed_message(self._steps, self._scripted)}")
         if self.unexpected:
-            raise AssertionError(f"{len(self.unexpected)} unexpected model call(s)")
+            raise AssertionError(
+                f"{name}: {len(self.unexpected)} unexpected model call(s), "
+                f"past the {self._scripted} steps scripted"
+            )
 
     def reject(self, body: Any, error: dict[str, Any]) -> None:
         """Record a request the real API would refuse."""
