@@ -6,8 +6,9 @@ test otherwise. A test whose point is to leave steps unplayed, or to call past t
 so with `@pytest.mark.off_script("why")`.
 
 `scripted([...])` builds a `ScriptedModel`; `make_agent(model, **settings)` compiles Ferry's
-graph on it with the module's `agent_tools` (override that fixture in a test module) and an
-in-memory saver unless one is given.
+graph on it with the module's `agent_tools` (override that fixture in a test module) and the
+test's `saver` unless one is given: each such test runs on LangGraph's in-memory saver and on
+Ferry's default one.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
 from tests.support import script_check
@@ -146,11 +148,33 @@ def agent_tools() -> list[BaseTool] | None:
     return None
 
 
+@pytest.fixture(params=["memory", "ferry"])
+def saver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseCheckpointSaver[Any]]:
+    """The saver `make_agent` defaults to, one per test: each test runs on both.
+
+    "memory" is LangGraph's `InMemorySaver`; "ferry" is the saver users get, Ferry's
+    `default_saver` (SQLite at `FERRY_DB`, here a file under `tmp_path`). A module whose agents
+    all have their own saver overrides this fixture.
+    """
+    if request.param == "memory":
+        yield InMemorySaver()
+        return
+    from graph.settings import Settings
+    from graph.storage import default_saver
+
+    ferry = default_saver(Settings(db=tmp_path / "ferry.db"))
+    yield ferry
+    ferry.conn.close()
+
+
 @pytest.fixture
-def make_agent(agent_tools: list[BaseTool] | None) -> Callable[..., Any]:
+def make_agent(
+    agent_tools: list[BaseTool] | None, saver: BaseCheckpointSaver[Any]
+) -> Callable[..., Any]:
     """Compile Ferry's graph: `make_agent(model, checkpointer=None, tools=None, **settings)`.
 
-    `tools` replaces the module's `agent_tools` for one agent.
+    Every agent of a test is on the test's `saver` unless given a `checkpointer`; `tools`
+    replaces the module's `agent_tools` for one agent.
     """
     from graph import build_graph
     from graph.settings import Settings
@@ -161,7 +185,7 @@ def make_agent(agent_tools: list[BaseTool] | None) -> Callable[..., Any]:
         return build_graph(
             model=model,
             tools=tools if tools is not None else agent_tools,
-            checkpointer=checkpointer if checkpointer is not None else InMemorySaver(),
+            checkpointer=checkpointer if checkpointer is not None else saver,
             settings=Settings(**settings),
         )
 

@@ -33,7 +33,7 @@ from tests.support.mcp import MALFORMED, http_server, stdio_entry, write_config
 from tests.support.scripted import ScriptedModel, answer, parallel, tool_call
 from tests.support.turns import ask
 from tools import TOOLS
-from tools.mcp import close_sessions, mcp_servers, mcp_tools
+from tools.mcp import close_sessions, loader, mcp_servers, mcp_tools
 from tools.settings import ToolSettings, with_tool_settings
 
 BUILT_INS = [t.name for t in TOOLS]
@@ -196,6 +196,8 @@ def test_colliding_names_are_namespaced_and_said_so(
     starts: Path,
 ) -> None:
     configure(monkeypatch, tmp_path, {"a": basic(starts), "b": stdio_entry("b")})
+    # The renames are said once a process: as if this test were the first to load these servers.
+    monkeypatch.setattr(loader, "_SAID", set())
     model = scripted(
         [tool_call("b__add", a=1, b=1), tool_call("calculator", expression="2*3"), "ok"]
     )
