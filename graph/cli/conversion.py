@@ -66,6 +66,9 @@ def _as_json(report: Migrated) -> dict[str, Any]:
 
 
 def _tell(report: Migrated) -> None:
+    if not (report.moved or report.left or report.rows_left):
+        _say(f"nothing to migrate: {report.path} holds no rows in LangGraph's tables")
+        return
     if report.backup is not None:
         _say(f"backup: {report.backup}")
     checkpoints = sum(report.moved.values())

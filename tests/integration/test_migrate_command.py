@@ -137,6 +137,10 @@ def test_migrate_moves_ferrys_threads_and_leaves_the_other_apps(
     report = json.loads(capsys.readouterr().out)
     assert report["moved"] == {"billing-42": 3} and report["left"] == {}
     assert _billing(sqlite_saver(shared)).get_state(BILLING).values == {"charges": [5, 1]}
+    assert main(["migrate", str(shared)]) == 0
+    assert capsys.readouterr().err == (
+        f"nothing to migrate: {shared} holds no rows in LangGraph's tables\n"
+    )
 
 
 def test_a_busy_file_is_refused_after_the_timeout_and_left_unchanged(
