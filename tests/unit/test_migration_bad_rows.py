@@ -1,4 +1,4 @@
-"""`ferry migrate` moving LangGraph's rows into Ferry's tables: a bad row costs its own thread at most.
+"""`ferry migrate` moves LangGraph's rows into Ferry's tables: a bad row costs its thread at most.
 
 A row no saver could have written (a NULL id, an id that is bytes, a value that is text) is
 left where it was and counted in the report; a row whose key Ferry's tables already hold never

@@ -3,8 +3,8 @@
 Versions: Ferry's compact strings sort as their numbers, before every LangGraph version, and a
 file written by an earlier Ferry (integer versions, in LangGraph's tables) is upgraded as `ferry
 migrate` moves its rows into Ferry's tables (`graph.storage.sqlite.migration`), in the same
-transaction, and continues, in the CLI and on the server (the same saver). The rebuild: Ferry's reducer only for Ferry's messages, and copies
-handed out.
+transaction, and continues, in the CLI and on the server (the same saver). The rebuild: Ferry's
+reducer only for Ferry's messages, and copies handed out.
 """
 
 from __future__ import annotations
