@@ -115,16 +115,18 @@ def test_a_file_without_ferrys_tables_is_version_0_and_gets_them(
         assert user_version(path) == 1 and tables(path) >= FERRY_TABLES
 
 
-def test_migration_0_to_1_spells_the_earliest_ferrys_integer_versions(tmp_path: Path) -> None:
+def test_migration_0_to_1_leaves_langgraphs_rows_as_they_are(tmp_path: Path) -> None:
+    """Even an earliest Ferry's integer versions: only `ferry migrate` converts them."""
     path = langgraphs_file(tmp_path / "earliest.db", IntegerVersions)
-    assert stored_versions(path) and all(isinstance(v, int) for v in stored_versions(path))
+    before = stored_versions(path)
+    assert before and all(isinstance(v, int) for v in before)
     conn = sqlite3.connect(path)
 
     assert layout_versions.up_to_date(conn, serializer()) is conn
     conn.close()
 
     assert user_version(path) == 1 and tables(path) >= FERRY_TABLES
-    assert stored_versions(path) and all(isinstance(v, str) for v in stored_versions(path))
+    assert stored_versions(path) == before
 
 
 @pytest.mark.parametrize("file_read_only", [False, True], ids=["writable", "read-only"])

@@ -34,14 +34,16 @@ class LayoutVersionError(DatabaseError):
 
 
 def create_ferry_tables(conn: sqlite3.Connection, serde: Any) -> None:
-    """0 → 1: Ferry's tables, and an earliest Ferry's integer versions spelled as strings."""
-    from graph.storage.sqlite import layout, versions
+    """0 → 1: Ferry's tables.
+
+    Rows in LangGraph's tables are left as they are: converting them (an earliest Ferry's
+    integer versions too) is `ferry migrate`'s, asked for, with a backup.
+    """
+    from graph.storage.sqlite import layout
     from graph.storage.sqlite.schema import FERRY_TABLES
 
     for statement in (*layout.TABLES, *FERRY_TABLES):
         conn.execute(statement)
-    if _has_table(conn, "checkpoints"):  # LangGraph's, still to be moved into Ferry's
-        versions.upgrade_rows(conn, serde)
 
 
 MIGRATIONS: tuple[Migration, ...] = (create_ferry_tables,)
