@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 from urllib.parse import urlsplit
 
-from graph.settings import Settings
-from graph.storage.errors import DatabaseError
-
 if TYPE_CHECKING:
+    from graph.settings import Settings
+    from graph.storage.errors import DatabaseError
     from graph.storage.history.folding import Fold
     from graph.storage.postgres.saver import FerryPostgresSaver
     from graph.storage.sqlite.saver import FerrySaver, connect
@@ -35,11 +34,19 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """`FerrySaver` and `connect`, imported when first used: listing threads needs neither."""
+    """`FerrySaver`, `connect` and `DatabaseError`, imported when first used.
+
+    Listing threads needs no saver, and `import graph` (which hands storage its reducer,
+    `graph.storage.history.folding`) not even pydantic.
+    """
     if name in ("FerrySaver", "connect"):
         from graph.storage.sqlite import saver as sqlite
 
         return getattr(sqlite, name)
+    if name == "DatabaseError":
+        from graph.storage.errors import DatabaseError
+
+        return DatabaseError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -61,6 +68,8 @@ def _database_error(settings: Settings, exc: Exception) -> DatabaseError:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if not settings.database_url and read_only(settings.db):
         first += " (the file is read-only: its threads can be listed and read, not continued)"
+    from graph.storage.errors import DatabaseError
+
     return DatabaseError(f"database {database_name(settings)}: {first}; check {setting}")
 
 
