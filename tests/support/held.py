@@ -22,6 +22,7 @@ class HeldForecastServer(OpenMeteoServer):
         super().__init__()
         self.forecast_arrived = threading.Event()
         self.release = threading.Event()
+        self.forecast_answered = threading.Event()  # the held request's hold is over
         self._held = False
 
     def handle(self, request: Request) -> Reply:
@@ -31,6 +32,7 @@ class HeldForecastServer(OpenMeteoServer):
             if hold:
                 self.forecast_arrived.set()
                 self.release.wait(HOLD_LIMIT_S)
+                self.forecast_answered.set()
         return super().handle(request)
 
     def __exit__(self, *exc: object) -> None:
@@ -38,12 +40,22 @@ class HeldForecastServer(OpenMeteoServer):
         super().__exit__(*exc)
 
 
-def held_step(arrived: threading.Event, release: threading.Event, step: Any) -> Callable[..., Any]:
-    """A model-server script step that waits for `release` before replying with `step`."""
+def held_step(
+    arrived: threading.Event,
+    release: threading.Event,
+    step: Any,
+    answered: threading.Event | None = None,
+) -> Callable[..., Any]:
+    """A model-server script step that waits for `release` before replying with `step`.
+
+    `answered`, if given, is set when the hold is over.
+    """
 
     def play(_body: dict[str, Any]) -> Any:
         arrived.set()
         release.wait(HOLD_LIMIT_S)
+        if answered is not None:
+            answered.set()
         return step
 
     return play
