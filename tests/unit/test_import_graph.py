@@ -88,14 +88,17 @@ def test_the_check_finds_a_cycle_when_there_is_one() -> None:
     assert sorted(_cycles(edges)) == [["a", "b", "c"], ["d"]]
 
 
-# What storage still takes from the agent, by module: the one error type the CLI reports as a
-# setting to fix, and in files other work owns for now (issue 21 §4 removes these).
+# What storage still takes from outside it, by module, and why: `ConfigError`, the one error
+# type the CLI reports as a setting to fix (DatabaseError and a bad Postgres URL or encryption
+# key are ones); the settings object the factories are handed (`graph.storage`) and that
+# `serializer()` reads when a saver is made without one (FERRY_MAX_STORED_VALUE_MB); and
+# `graph.log.redact`, which keeps secrets out of a refused value's message. The reducer, node
+# and channel names come in as parameters or are spelled out (and checked against the graph).
 _STORAGE_STILL_IMPORTS = {
     "graph.storage": {"graph.settings"},
     "graph.storage.errors": {"graph.settings"},
     "graph.storage.postgres.saver": {"graph.settings"},
     "graph.storage.codec.serde": {"graph.settings", "graph.log"},
-    "graph.storage.sqlite.stock": {"graph.settings"},
 }
 
 
