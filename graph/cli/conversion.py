@@ -72,7 +72,10 @@ def _tell(report: Migrated) -> None:
     if report.backup is not None:
         _say(f"backup: {report.backup}")
     checkpoints = sum(report.moved.values())
-    _say(f"moved {len(report.moved)} threads ({checkpoints} checkpoints) into Ferry's tables")
+    _say(
+        f"moved {_counted(len(report.moved), 'thread')} ({_counted(checkpoints, 'checkpoint')}) "
+        "into Ferry's tables"
+    )
     for thread_id, why in report.left.items():
         _say(f"left {thread_id} in LangGraph's tables: {why}")
     if report.rows_left:
@@ -107,10 +110,15 @@ def cmd_export(args: argparse.Namespace) -> int:
         return 0
     checkpoints = sum(report.checkpoints.values())
     _say(
-        f"wrote {len(report.checkpoints)} threads ({checkpoints} checkpoints, {report.writes} "
-        f"writes) to {report.out}, for LangGraph's SqliteSaver"
+        f"wrote {_counted(len(report.checkpoints), 'thread')} "
+        f"({_counted(checkpoints, 'checkpoint')}, {_counted(report.writes, 'write')}) to "
+        f"{report.out}, for LangGraph's SqliteSaver"
     )
     return 0
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def add_conversion_commands(sub: Any) -> None:
