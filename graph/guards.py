@@ -24,6 +24,12 @@ INTERRUPTED = (
     "No result: the run was interrupted before this call's result was recorded. "
     "Call it again if you still need it."
 )
+INTERRUPTED_SIDE_EFFECT = (
+    "No result: the run was interrupted before this call's result was recorded, and {tool} "
+    "declares side effects (retry_safe=False): it may have taken effect. Check whether it did "
+    "before calling it again."
+)
+"""For a call that must not run twice: "call it again" could, say, send an invoice twice."""
 
 MAX_ARGUMENTS_CHARS = 100_000
 """Longest arguments (as JSON) a call may have; no tool needs more, and each is stored forever."""

@@ -166,9 +166,16 @@ class AgentNodes:
         )
         held = {c["id"] for c in waiting.held}
         return [
-            guards.error_result(c, approval.UNDECIDED if c["id"] in held else guards.INTERRUPTED)
+            guards.error_result(c, approval.UNDECIDED if c["id"] in held else self._cut_short(c))
             for c in unanswered
         ]
+
+    def _cut_short(self, call: ToolCall) -> str:
+        """What a call the run never finished is answered with, by whether it may run twice."""
+        tool = self.tools_by_name.get(call["name"])
+        if tool is not None and not (tool.metadata or {}).get("retry_safe", True):
+            return guards.INTERRUPTED_SIDE_EFFECT.format(tool=call["name"])
+        return guards.INTERRUPTED
 
     def _stop(
         self,

@@ -282,6 +282,9 @@ def test_a_new_question_answers_the_unfinished_call_in_place(
         "error",
     )
     assert answered["content"].startswith("No result:")
+    if thread_id == recipe.KILLED:  # it may have sent the invoice: never "call it again"
+        assert "send_invoice declares side effects" in answered["content"]
+        assert "Check whether it did before calling it again" in answered["content"]
     assert (question["content"], answer["content"]) == (
         "Never mind. What time is it?",
         "It is noon.",
