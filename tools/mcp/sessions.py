@@ -237,6 +237,8 @@ class Server:
             exc = exc.exceptions[0]
         if isinstance(exc, McpError):
             text = exc.error.message
+        elif type(exc).__name__ in _STREAM_GONE:  # Ferry's write found it gone before a read did
+            text = "Connection closed"
         elif isinstance(exc, OSError) and exc.strerror:
             text = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
         else:
@@ -254,6 +256,11 @@ class Server:
             lines = [line.strip() for line in self._stderr.read().splitlines() if line.strip()]
             return lines[-1][:300] if lines else ""
         return ""
+
+
+_STREAM_GONE = ("BrokenResourceError", "ClosedResourceError")
+"""anyio's errors for a stream whose other end is gone (MCP's stdio transport uses anyio, which
+Ferry does not depend on directly): the same as the server closing the connection."""
 
 
 class _Lost(Exception):
