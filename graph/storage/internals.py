@@ -69,6 +69,7 @@ __all__ = [
     "postgres_select_sql",
     "saver_loop",
     "stock_next_version",
+    "superstep_snapshot_bound",
 ]
 
 SNAPSHOT_COUNTERS = "counters_since_delta_snapshot"
@@ -78,6 +79,19 @@ LangGraph drops a channel's entry when it takes a snapshot: moving an old file's
 flags the checkpoints without one as those that may hold the messages themselves. Stored as
 put; files of earlier releases hold the `messages` superstep count as 0.
 """
+
+
+def superstep_snapshot_bound() -> int:
+    """Supersteps after which LangGraph snapshots a delta channel whatever its own frequency.
+
+    One process-wide value (5000 unless `LANGGRAPH_DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT` is set
+    before LangGraph is imported), read at each call from the private module that decides
+    (`langgraph.pregel._checkpoint`), as it reads it. A snapshot it forces is the whole history again, which Ferry's SQLite saver
+    declines when replaying the writes gives the same list (`sqlite.writing`).
+    """
+    from langgraph.pregel import _checkpoint
+
+    return int(vars(_checkpoint)["DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT"])
 
 
 def snapshot_value(seed: Any) -> list[Any]:

@@ -220,3 +220,30 @@ def test_langgraphs_postgres_tables_have_the_columns_ferrys_sql_reads(postgres_u
     assert found["checkpoints"]["checkpoint"] == "jsonb", (
         "checkpoints.checkpoint is no longer JSONB: Ferry reads channel_versions from it"
     )
+
+
+def test_langgraph_snapshots_a_delta_channel_at_the_superstep_bound_ferry_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bound Ferry reads is the one LangGraph decides by, counted as its counters count."""
+    assert internals.superstep_snapshot_bound() == 5000  # LangGraph's default (no env set)
+    monkeypatch.setattr("langgraph.pregel._checkpoint.DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT", 3)
+    assert internals.superstep_snapshot_bound() == 3
+    builder = StateGraph(_State)
+    builder.add_node("step", lambda state: {"items": ["x"]})
+    builder.add_edge("__start__", "step")
+    saver = SqliteSaver(sqlite3.connect(tmp_path / "b.db", check_same_thread=False))
+    graph = builder.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "t"}}
+    for _ in range(3):
+        graph.invoke({"items": ["a"]}, config)
+    steps = list(reversed(list(saver.list(config))))  # oldest first
+    snapshots = [
+        i for i, c in enumerate(steps)
+        if isinstance(c.checkpoint["channel_values"].get("items"), internals.DeltaSnapshot)
+    ]  # fmt: skip
+    assert snapshots, "no DeltaSnapshot taken at the lowered superstep bound"
+    before = steps[snapshots[0] - 1].metadata[internals.SNAPSHOT_COUNTERS]["items"]
+    assert before[1] + 1 >= internals.superstep_snapshot_bound(), (
+        f"the snapshot came at supersteps {before[1]} + 1, not at the bound Ferry reads"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import sqlite3
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,6 +15,7 @@ from typing_extensions import TypedDict
 
 from graph.state import fold_messages
 from graph.storage import FerrySaver
+from graph.storage.internals import DeltaSnapshot
 
 CONFIG = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
 
@@ -80,3 +82,47 @@ def test_a_head_stored_with_the_counter_zeroed_continues(tmp_path: Path) -> None
     # The updates go on from 2, the supersteps from 0 (this run's three).
     assert head.metadata["counters_since_delta_snapshot"] == {"messages": [3, 3]}
     assert [m.content for m in graph.get_state(config).values["messages"]] == ["seed", "next"]
+
+
+class _PlainState(TypedDict):
+    messages: Annotated[list[str], operator.add]  # a plain channel named like Ferry's
+
+
+def test_a_plain_messages_channel_of_strings_is_stored_as_given(tmp_path: Path) -> None:
+    """Not a delta channel, not LangChain messages: never folded as Ferry's (LangGraph's suite)."""
+    builder = StateGraph(_PlainState)
+    builder.add_node("one", lambda state: {"messages": ["one"]})
+    builder.add_node("two", lambda state: {"messages": ["two"]})
+    builder.add_edge(START, "one")
+    builder.add_edge("one", "two")
+    graph = builder.compile(checkpointer=_saver(tmp_path))
+    config = {"configurable": {"thread_id": "plain"}}
+    graph.invoke({"messages": ["start"]}, config)
+    graph.invoke({"messages": ["again"]}, config)
+
+    reread = builder.compile(checkpointer=_saver(tmp_path)).get_state(config)
+    assert reread.values["messages"] == ["start", "one", "two", "again", "one", "two"]
+
+
+class _FrequentState(TypedDict):
+    messages: Annotated[list[Any], DeltaChannel(fold_messages, snapshot_frequency=2)]
+
+
+def test_a_snapshot_the_channel_asks_for_is_kept_as_put(tmp_path: Path) -> None:
+    """Only the one LangGraph's superstep bound forces is declined (storage stays linear)."""
+    builder = StateGraph(_FrequentState)
+    builder.add_node("model", lambda state: {"messages": [HumanMessage("reply")]})
+    builder.add_edge(START, "model")
+    graph = builder.compile(checkpointer=_saver(tmp_path))
+    config = {"configurable": {"thread_id": "frequent"}}
+    for turn in range(3):
+        graph.invoke({"messages": [HumanMessage(f"q{turn}", id=f"q{turn}")]}, config)
+
+    kept = [
+        c.checkpoint["channel_values"]["messages"]
+        for c in _saver(tmp_path).list(config)
+        if "messages" in c.checkpoint["channel_values"]
+    ]
+    assert kept and all(isinstance(value, DeltaSnapshot) for value in kept)
+    messages = _graph(_saver(tmp_path)).get_state(config).values["messages"]
+    assert [m.content for m in messages] == ["q0", "reply", "q1", "reply", "q2", "reply"]

@@ -15,8 +15,13 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP, Checkpoint, CheckpointMetadata
 
 from graph.storage.history.messages import Key
-from graph.storage.internals import snapshot_value
-from graph.storage.sqlite import histories, layout, summaries
+from graph.storage.internals import (
+    SNAPSHOT_COUNTERS,
+    DeltaSnapshot,
+    snapshot_value,
+    superstep_snapshot_bound,
+)
+from graph.storage.sqlite import histories, layout, reading, summaries
 from graph.storage.sqlite.layout import UNBOUNDED_CHANNEL, Record, key_of
 from graph.storage.sqlite.schema import FORGET_START, RECORD_START
 
@@ -37,18 +42,17 @@ def put(
     parent = configurable.get("checkpoint_id")
     key = (thread_id, namespace, checkpoint["id"])
     held = None
-    if parent:
+    seed = checkpoint["channel_values"].get(UNBOUNDED_CHANNEL)
+    if parent and seed is None:
         held = saver.steps.fold((thread_id, namespace, parent), key, saver.fold)  # no lock
-        seed = checkpoint["channel_values"].get(UNBOUNDED_CHANNEL)
-        if seed is not None and held is not None:
-            if held == snapshot_value(seed):  # LangGraph's periodic snapshot: what replay gives
-                values = {
-                    k: v for k, v in checkpoint["channel_values"].items() if k != UNBOUNDED_CHANNEL
-                }
-                checkpoint = {**checkpoint, "channel_values": values}
-            else:  # an Overwrite, or a branch: the snapshot is the history
-                held = snapshot_value(seed)
-                saver.histories.keep(key, held)
+    elif parent and isinstance(seed, DeltaSnapshot) and _forced_by_supersteps(saver, config):
+        held = saver.steps.fold((thread_id, namespace, parent), key, saver.fold)
+        if held is not None and held == snapshot_value(seed):  # what replaying the writes gives
+            values = dict(checkpoint["channel_values"])
+            del values[UNBOUNDED_CHANNEL]
+            checkpoint = {**checkpoint, "channel_values": values}
+        else:  # an Overwrite, or a branch: the snapshot is the history, stored as given
+            held = None
     stored = {k: v for k, v in checkpoint.items() if k != "id"}
     type_tag, value = saver.serde.dumps_typed([stored, layout.stored_metadata(config, metadata)])
     snapshot = int(UNBOUNDED_CHANNEL in checkpoint["channel_values"])
@@ -135,3 +139,18 @@ def step_key(config: RunnableConfig) -> Key:
         configurable.get("checkpoint_ns", ""),
         str(configurable["checkpoint_id"]),
     )
+
+
+def _forced_by_supersteps(saver: FerrySaver, config: RunnableConfig) -> bool:
+    """Whether LangGraph snapshots `messages` here only because of its superstep bound.
+
+    That snapshot is the whole history again every few thousand supersteps (storage would grow
+    with the square of a thread); one a channel asks for (its `snapshot_frequency`) is kept as
+    given. Read from the parent's counters, as LangGraph decided from them.
+    """
+    parent = reading.get_tuple(saver, config)
+    counters = (parent.metadata if parent else {}).get(SNAPSHOT_COUNTERS) or {}
+    counted = counters.get(UNBOUNDED_CHANNEL) if isinstance(counters, dict) else None
+    if not isinstance(counted, list | tuple) or len(counted) != 2:
+        return False
+    return int(counted[1]) + 1 >= superstep_snapshot_bound()
