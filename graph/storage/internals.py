@@ -86,8 +86,9 @@ def superstep_snapshot_bound() -> int:
 
     One process-wide value (5000 unless `LANGGRAPH_DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT` is set
     before LangGraph is imported), read at each call from the private module that decides
-    (`langgraph.pregel._checkpoint`), as it reads it. A snapshot it forces is the whole history again, which Ferry's SQLite saver
-    declines when replaying the writes gives the same list (`sqlite.writing`).
+    (`langgraph.pregel._checkpoint`), as it reads it. A snapshot it forces is the whole history
+    again, which Ferry's SQLite saver declines when replaying the writes gives the same list
+    (`sqlite.writing`).
     """
     from langgraph.pregel import _checkpoint
 
