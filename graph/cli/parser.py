@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from graph.cli.agent import cmd_ask, cmd_chat, cmd_resume
 from graph.cli.conversion import add_conversion_commands
@@ -44,19 +45,41 @@ class _Version(argparse.Action):
         parser.exit(0)
 
 
+def _options_of(parser: argparse.ArgumentParser, command: str) -> list[str]:
+    """The option strings `ferry COMMAND` accepts."""
+    for action in parser._actions:  # noqa: SLF001 - argparse offers no public way to its subparsers
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            return list(action.choices[command]._option_string_actions)  # noqa: SLF001
+    return []
+
+
+def _unknown(
+    parser: argparse.ArgumentParser, what: str, word: str, known: Sequence[str]
+) -> NoReturn:
+    """Exit 2 as argparse does: the unknown word, the closest known one, and how to ask it."""
+    from difflib import get_close_matches
+
+    close = get_close_matches(word, known, n=1, cutoff=0.7)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    ask = f" (to ask it: ferry ask {word})" if what == "command" else " (see ferry --help)"
+    parser.error(f"unknown {what} {word!r}{hint}{ask}")
+
+
 def with_ask(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
-    """`ferry "question" …` means `ferry ask "question" …`; a misspelt command is an error."""
+    """`ferry "question" …` means `ferry ask "question" …`; an unknown word or option is an error.
+
+    A bare word (no space, no `?`) is far more often a mistyped command than a question of one
+    word, which `ferry ask WORD` still asks; nothing is stored and no model is called.
+    """
     if not argv or argv[0] in COMMANDS or argv[0] in _TOP_LEVEL_OPTIONS:
         return argv
-    if argv[0].isidentifier():  # one word: a question of one word is rarer than a typo
-        from difflib import get_close_matches
-
-        close = get_close_matches(argv[0], COMMANDS, n=1, cutoff=0.7)
-        if close:
-            parser.error(
-                f"unknown command {argv[0]!r}; did you mean {close[0]!r}? "
-                f"(to ask it: ferry ask {argv[0]})"
-            )
+    first = argv[0]
+    if re.fullmatch(r"[A-Za-z][\w-]*", first):
+        _unknown(parser, "command", first, COMMANDS)
+    if re.fullmatch(r"--?[A-Za-z][\w-]*(=.*)?", first):
+        known = [*_options_of(parser, "ask"), *_TOP_LEVEL_OPTIONS]
+        if first.split("=", 1)[0] not in known:
+            _unknown(parser, "option", first.split("=", 1)[0], known)
     return ["ask", *argv]
 
 
