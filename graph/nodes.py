@@ -35,7 +35,7 @@ from graph.policy.provenance import release_mark
 from graph.prompt import for_model
 from graph.routing import ToolTask
 from graph.run import CAN_APPROVE, RunContext, emit, run_ids, seconds_left
-from graph.settings import Settings
+from graph.settings import ConfigError, Settings
 from graph.state import FerryState, StopReason, merge_messages
 from graph.storage.internals import task_state
 from graph.threads import side_effects
@@ -57,6 +57,8 @@ class AgentNodes:
     def __post_init__(self) -> None:
         # Bounds tool calls running at once across all tasks of this graph in this process.
         self._slots = threading.BoundedSemaphore(self.settings.max_parallel_tools)
+        if self.model is not None:  # a model that cannot call tools fails at build time
+            _ = self.bound_model
 
     @cached_property
     def tools_by_name(self) -> dict[str, BaseTool]:
@@ -75,9 +77,21 @@ class AgentNodes:
 
     @cached_property
     def bound_model(self) -> Runnable[Any, Any]:
-        """The model with the tools bound, built on first use so imports need no key."""
+        """The model with the tools bound, built on first use so imports need no key.
+
+        Raises:
+            ConfigError: There are tools and the model cannot call tools.
+        """
         model = self.model or make_model(self.settings.model)
-        return model.bind_tools(self.tools)
+        if not self.tools:  # some models (LangChain's fakes) implement no `bind_tools`
+            return model
+        try:
+            return model.bind_tools(self.tools)
+        except NotImplementedError as exc:
+            raise ConfigError(
+                f"{type(model).__name__} cannot call tools (its bind_tools is not implemented): "
+                "pass tools=[] or a model that supports tool calling"
+            ) from exc
 
     def call_model(
         self, state: FerryState, config: RunnableConfig, runtime: Runtime[RunContext]
