@@ -34,23 +34,31 @@ StopReason = Literal[
 ]
 
 
-def _call_block_end(
+def _result_slot(
     messages: list[AnyMessage], tool_call_id: str, length: int | None = None
 ) -> int | None:
-    """Index just past the AIMessage that made `tool_call_id` and the results that follow it.
+    """Where the result of `tool_call_id` goes: in its call's block, in the calls' order.
 
-    Only the first `length` messages are looked at (all of them by default).
+    That is just past the AIMessage that made the call and the results already filed for its
+    earlier calls, so results decided or finished out of order (a rejection written at once,
+    an approved call's result later) still follow the reply's calls in order. Only the first
+    `length` messages are looked at (all of them by default).
     """
     length = len(messages) if length is None else length
     for i in range(length - 1, -1, -1):
         message = messages[i]
+        if not isinstance(message, AIMessage):
+            continue
         # Calls whose arguments did not parse are sent to providers too, so they count.
-        if isinstance(message, AIMessage) and any(
-            call["id"] == tool_call_id
-            for call in [*message.tool_calls, *message.invalid_tool_calls]
-        ):
-            end = i + 1
-            while end < length and isinstance(messages[end], ToolMessage):
+        order = {
+            call["id"]: k
+            for k, call in enumerate([*message.tool_calls, *message.invalid_tool_calls])
+        }
+        if tool_call_id in order:
+            mine, end = order[tool_call_id], i + 1
+            while end < length and isinstance(result := messages[end], ToolMessage):
+                if order.get(result.tool_call_id, -1) > mine:
+                    break
                 end += 1
             return end
     return None
@@ -104,11 +112,7 @@ def _place(messages: list[AnyMessage], index: dict[str, int], message: BaseMessa
     if known is not None:
         messages[known] = cast(AnyMessage, message)
         return
-    end = (
-        _call_block_end(messages, message.tool_call_id)
-        if isinstance(message, ToolMessage)
-        else None
-    )
+    end = _result_slot(messages, message.tool_call_id) if isinstance(message, ToolMessage) else None
     if end is None or end == len(messages):
         index[message.id or ""] = len(messages)
         messages.append(cast(AnyMessage, message))
@@ -178,7 +182,7 @@ class _Indexes:
                 if not _placed_as_is(item) or (tip[at] is not item and tip[at] != item):
                     return None
                 if isinstance(item, ToolMessage):
-                    end = _call_block_end(tip, item.tool_call_id, at)
+                    end = _result_slot(tip, item.tool_call_id, at)
                     if end is not None and end != at:
                         return None
             replayed = tip[: size + len(items)]

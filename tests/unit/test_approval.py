@@ -48,7 +48,7 @@ def agent_tools() -> list[BaseTool]:
     return [delete_file, peek]
 
 
-ALL: list[Any] = ["approve", "edit", "reject", "respond"]
+ALL: list[Any] = ["approve", "edit", "reject"]  # the default: `respond` only when listed
 
 
 def asked(*calls: tuple[str, str, dict[str, Any]], allowed: list[Any] = ALL) -> HITLRequest:
@@ -116,7 +116,7 @@ def test_respond_gives_the_message_as_the_result_without_running_the_tool(
     make_agent: Agent,
 ) -> None:
     model = ScriptedModel([tool_call("delete_file", path="a"), answer("noted")])
-    graph = make_agent(model, approve_tools="delete_file")
+    graph = make_agent(model, approve_tools="delete_file:approve|respond")
     graph.invoke({"messages": [("user", "go")]}, CONFIG)
     result = graph.invoke(resume(RespondDecision(type="respond", message="already gone")), CONFIG)
     assert RUNS == []
@@ -154,6 +154,40 @@ def test_mixed_decisions_on_parallel_calls_match_by_position(make_agent: Agent) 
     assert RUNS == ["delete x"]
     results = {m.tool_call_id: m.status for m in result["messages"] if isinstance(m, ToolMessage)}
     assert results == {"call_1": "success", "call_2": "error"}
+
+
+@pytest.mark.parametrize("approved", ["call_1", "call_2"])
+def test_results_are_stored_in_the_calls_order_whichever_was_decided_first(
+    make_agent: Agent, approved: str
+) -> None:
+    model = ScriptedModel(
+        [
+            parallel(tool_call("delete_file", path="x"), tool_call("delete_file", path="y")),
+            answer("ok"),
+        ]
+    )
+    graph = make_agent(model, approve_tools="delete_file")
+    graph.invoke({"messages": [("user", "go")]}, CONFIG)
+    yes, no = ApproveDecision(type="approve"), RejectDecision(type="reject", message="no")
+    decisions = [yes, no] if approved == "call_1" else [no, yes]
+    result = graph.invoke(resume(*decisions), CONFIG)
+    assert RUNS == ["delete x" if approved == "call_1" else "delete y"]
+    stored = [
+        (m.type, m.tool_call_id, m.status) if isinstance(m, ToolMessage) else (m.type, m.content)
+        for m in graph.get_state(CONFIG).values["messages"]
+    ]
+    status = {"call_1": "error", "call_2": "error", approved: "success"}
+    assert stored == [
+        ("human", "go"),
+        ("ai", ""),
+        ("tool", "call_1", status["call_1"]),
+        ("tool", "call_2", status["call_2"]),
+        ("ai", "ok"),
+    ]
+    assert [m.id for m in result["messages"]] == [
+        m.id for m in graph.get_state(CONFIG).values["messages"]
+    ]
+    assert [m.type for m in model.calls[1][-2:]] == ["tool", "tool"]
 
 
 def refused_then(graph: Any, bad: Any, allowed: list[Any], error: str) -> None:
@@ -273,7 +307,7 @@ def test_terminal_prompt_collects_each_decision(monkeypatch: pytest.MonkeyPatch)
 def test_approve_tools_names_the_decisions_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FERRY_APPROVE_TOOLS", "read_file, web_search:approve|reject")
     assert get_settings().approval_decisions == {
-        "read_file": ("approve", "edit", "reject", "respond"),
+        "read_file": ("approve", "edit", "reject"),
         "web_search": ("approve", "reject"),
     }
     monkeypatch.setenv("FERRY_APPROVE_TOOLS", "web_search:approve|maybe")
