@@ -11,7 +11,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from graph.policy.hitl import ALL_DECISIONS, DecisionType
+from graph.policy.hitl import ALL_DECISIONS, DEFAULT_DECISIONS, DecisionType
 from tools.settings import ToolSettings, is_system_root
 from tools.trust import load_dotenv
 
@@ -67,7 +67,8 @@ class Settings(BaseSettings):
     """Seconds without a heartbeat before another run takes over a run's lease on its thread."""
     approve_tools: str = ""
     """Comma-separated tools that need a person's approval, each optionally with the decisions
-    allowed: `read_file,web_search:approve|reject` (default: approve, edit, reject, respond)."""
+    allowed: `read_file,web_search:approve|reject` (default: approve, edit, reject; `respond` only
+    when listed, e.g. `calculator:approve|edit|reject|respond`)."""
     exfiltration_guard: str = Field(default="approve", pattern="^(approve|refuse|off)$")
     """Outbound calls quoting file content read earlier: ask a person, refuse, or let them run."""
     tavily_url: str = ToolSettings.tavily_url
@@ -133,7 +134,10 @@ class Settings(BaseSettings):
 
 
 def approval_decisions(approve_tools: str) -> dict[str, tuple[DecisionType, ...]]:
-    """Parse `FERRY_APPROVE_TOOLS`: `tool[:decision|decision…]`, comma-separated."""
+    """Parse `FERRY_APPROVE_TOOLS`: `tool[:decision|decision…]`, comma-separated.
+
+    A bare `tool` allows approve, edit and reject; `respond` only when the entry names it.
+    """
     parsed: dict[str, tuple[DecisionType, ...]] = {}
     for entry in filter(None, (e.strip() for e in approve_tools.split(","))):
         name, _, listed = (part.strip() for part in entry.partition(":"))
@@ -144,7 +148,7 @@ def approval_decisions(approve_tools: str) -> dict[str, tuple[DecisionType, ...]
                 f"{entry!r}: write tool or tool:decision|decision, decisions among "
                 f"{'|'.join(ALL_DECISIONS)}"
             )
-        parsed[name] = tuple(cast(list[DecisionType], chosen)) or ALL_DECISIONS
+        parsed[name] = tuple(cast(list[DecisionType], chosen)) or DEFAULT_DECISIONS
     return parsed
 
 

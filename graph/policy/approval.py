@@ -8,9 +8,10 @@ calls and resume the same way:
 
 one decision per held call, in order: `approve`; `edit` with `edited_action` ({name, args}: the
 same tool, new arguments); `reject` with an optional `message`; `respond` with a `message` that
-becomes the call's result, the tool not run. A decision the call's review config does not allow
-is refused: nothing runs, and the run pauses again on the same calls, the error heading each
-call's description.
+becomes the call's result, the tool not run (allowed only when the tool's `FERRY_APPROVE_TOOLS`
+entry names it; the default is approve|edit|reject). A decision the call's review config does
+not allow is refused: nothing runs, and the run pauses again on the same calls, the error
+heading each call's description.
 
 Two things hold a call: its tool is listed in `FERRY_APPROVE_TOOLS`, or the exfiltration guard
 finds it quoting file content (graph/policy/exfiltration.py); such a call's description says why.
@@ -29,7 +30,7 @@ from langgraph.types import interrupt
 from graph.guards import error_result
 from graph.policy.exfiltration import Guard, is_outbound, is_private
 from graph.policy.hitl import (
-    ALL_DECISIONS,
+    DEFAULT_DECISIONS,
     ApprovalDecisionError,
     Decision,
     DecisionType,
@@ -86,7 +87,7 @@ def gate(
             result.refused.append(error_result(call, finding.refusal(why)))
         elif finding or call["name"] in listed:
             result.held.append(call)
-            result.allowed[call["id"] or ""] = listed.get(call["name"], ALL_DECISIONS)
+            result.allowed[call["id"] or ""] = listed.get(call["name"], DEFAULT_DECISIONS)
             if finding:
                 result.reasons[call["id"] or ""] = finding.description()
     return result
@@ -132,7 +133,7 @@ def _decisions(gate: Gate) -> list[Decision]:
 
 def _allowed(decisions: list[Decision], gate: Gate) -> list[Decision]:
     for call, decision in zip(gate.held, decisions, strict=True):
-        allowed = gate.allowed.get(call["id"] or "", ALL_DECISIONS)
+        allowed = gate.allowed.get(call["id"] or "", DEFAULT_DECISIONS)
         if decision["type"] not in allowed:
             raise ApprovalDecisionError(
                 f"tool call {call['id']} ({call['name']}): {decision['type']!r} is not allowed "

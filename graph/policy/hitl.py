@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 
 DecisionType = Literal["approve", "edit", "reject", "respond"]
 ALL_DECISIONS: tuple[DecisionType, ...] = get_args(DecisionType)
-"""What a person may decide when `FERRY_APPROVE_TOOLS` does not narrow it (the middleware's)."""
+"""Every decision the format knows (the middleware's)."""
+DEFAULT_DECISIONS: tuple[DecisionType, ...] = ("approve", "edit", "reject")
+"""What a person may decide when `FERRY_APPROVE_TOOLS` lists no decisions for the tool:
+`respond` only when the tool's entry names it, since agent-chat-ui offers no button for it."""
 PREFIX = "Tool execution requires approval"
 """The description's first paragraph when no guard gives a reason (the middleware's)."""
 
@@ -115,7 +118,7 @@ def request(
         review_configs=[
             ReviewConfig(
                 action_name=c["name"],
-                allowed_decisions=list(allowed.get(c["id"] or "", ALL_DECISIONS)),
+                allowed_decisions=list(allowed.get(c["id"] or "", DEFAULT_DECISIONS)),
             )
             for c in calls
         ],
@@ -131,7 +134,9 @@ def awaiting(value: Any) -> list[dict[str, Any]]:
     if not isinstance(value, dict):
         return []
     if "pending_approvals" in value:
-        return [{**p, "allowed_decisions": list(ALL_DECISIONS)} for p in value["pending_approvals"]]
+        return [
+            {**p, "allowed_decisions": list(DEFAULT_DECISIONS)} for p in value["pending_approvals"]
+        ]
     requests, configs = value.get("action_requests") or [], value.get("review_configs") or []
     found = []
     for asked, config in zip(requests, configs, strict=False):
