@@ -182,7 +182,7 @@ def test_one_session_serves_every_call_and_run_of_the_process(
     two = ask(make_agent(second), "pid?", thread="t2")  # another graph, same process
 
     [pid] = started(starts)
-    duplicate, ran, added = results(one)  # the refusal is written before the calls run
+    ran, duplicate, added = results(one)  # in the calls' order, though the refusal came first
     assert [ran.content, added.content, results(two)[0].content] == [pid, "1 + 2 = 3", pid]
     assert duplicate.status == "error"
     assert duplicate.content.startswith("Not executed again: this exact call was already")
