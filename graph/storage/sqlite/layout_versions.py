@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from graph.storage.errors import DatabaseError
+from graph.storage.sqlite.schema import file_of
 
 log = logging.getLogger("ferry.saver")
 
@@ -73,7 +74,7 @@ def refuse_newer(conn: sqlite3.Connection, version: int) -> None:
     """Refuse, in one line naming the file, a layout newer than this Ferry knows."""
     if version > current():
         raise LayoutVersionError(
-            f"{_file_of(conn)}: layout version {version}, made by a newer Ferry; upgrade Ferry "
+            f"{_named(conn)}: layout version {version}, made by a newer Ferry; upgrade Ferry "
             f"(this one reads layout versions up to {current()})"
         )
 
@@ -114,7 +115,7 @@ def _migrate(conn: sqlite3.Connection, serde: Any) -> None:
         if error.sqlite_errorname not in ("SQLITE_BUSY", "SQLITE_LOCKED"):
             raise
         raise LayoutVersionError(
-            f"{_file_of(conn)}: cannot bring it to layout version {current()}: {error} "
+            f"{_named(conn)}: cannot bring it to layout version {current()}: {error} "
             "(another process kept it busy past the busy timeout); try again"
         ) from error
     try:
@@ -128,17 +129,9 @@ def _migrate(conn: sqlite3.Connection, serde: Any) -> None:
         conn.execute("ROLLBACK")
         raise
     if version < current():
-        log.info("%s: layout version %d brought to %d", _file_of(conn), version, current())
+        log.info("%s: layout version %d brought to %d", _named(conn), version, current())
 
 
-def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,))
-    return found.fetchone() is not None
-
-
-def _file_of(conn: sqlite3.Connection) -> str:
+def _named(conn: sqlite3.Connection) -> str:
     """The file `conn` is open on, as a person can find it."""
-    for _, name, path in conn.execute("PRAGMA database_list"):
-        if name == "main":
-            return str(path) or "the database in memory"
-    return "the database"
+    return file_of(conn) or "the database in memory"

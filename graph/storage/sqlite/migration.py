@@ -33,9 +33,9 @@ from typing import Any
 
 from graph.storage.errors import DatabaseError
 from graph.storage.sqlite import layout, layout_versions
-from graph.storage.sqlite.moving import Moved, has_table, move_rows
+from graph.storage.sqlite.moving import Moved, move_rows
 from graph.storage.sqlite.ownership import not_ferrys
-from graph.storage.sqlite.schema import FERRY_TABLES
+from graph.storage.sqlite.schema import FERRY_TABLES, has_table
 
 log = logging.getLogger("ferry.saver")
 BUSY_TIMEOUT_S = 30.0
@@ -63,11 +63,6 @@ def langgraph_threads(conn: sqlite3.Connection) -> int:
     if not has_table(conn, "checkpoints"):
         return 0
     return int(conn.execute("SELECT COUNT(DISTINCT thread_id) FROM checkpoints").fetchone()[0])
-
-
-def file_of(conn: sqlite3.Connection) -> str:
-    """The file `conn` is open on ('' in memory)."""
-    return next(str(row[2]) for row in conn.execute("PRAGMA database_list") if row[1] == "main")
 
 
 def notice(conn: sqlite3.Connection, path: str) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 from graph.storage.internals import SNAPSHOT_COUNTERS
 from graph.storage.sqlite import layout
 from graph.storage.sqlite.layout import UNBOUNDED_CHANNEL, key_of
+from graph.storage.sqlite.schema import has_table
 
 _MOVED_CACHES = ("ferry_histories", "ferry_history_parts")  # copies of histories, by old ids
 
@@ -50,14 +51,6 @@ class Moved:
     def rows_left(self) -> int:
         """Rows of the threads moved that stayed in LangGraph's tables."""
         return self.unmovable + self.taken
-
-
-def has_table(conn: sqlite3.Connection, name: str) -> bool:
-    """Whether the file has the table `name`."""
-    found = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
-    ).fetchone()
-    return found is not None
 
 
 def move_rows(conn: sqlite3.Connection, thread_ids: Collection[str] | None) -> Moved:

@@ -10,6 +10,7 @@ import sqlite3
 from typing import Any
 
 from graph.storage.sqlite import layout_versions, migration
+from graph.storage.sqlite.schema import file_of
 
 
 def prepared(conn: sqlite3.Connection, serde: Any) -> sqlite3.Connection:
@@ -20,7 +21,7 @@ def prepared(conn: sqlite3.Connection, serde: Any) -> sqlite3.Connection:
     written to it would be lost at exit). Threads in LangGraph's tables are never moved here,
     only reported once (`ferry migrate FILE` converts them: `migration`).
     """
-    path = migration.file_of(conn)  # the file's name, before a copy in memory replaces conn
+    path = file_of(conn)  # the file's name, before a copy in memory replaces conn
     ready = layout_versions.up_to_date(conn, serde)  # newer refused; older migrated
     # Rows in LangGraph's tables are another saver's, or wait for `ferry migrate`: said, not moved.
     migration.notice(ready, path)

@@ -5,6 +5,8 @@ The checkpoints and writes themselves are in `graph.storage.sqlite.layout`.
 
 from __future__ import annotations
 
+import sqlite3
+
 from graph.storage.threads.started import STARTED_CALLS_TABLE
 from graph.storage.threads.summaries import SUMMARIES_TABLE
 
@@ -37,3 +39,14 @@ DELETE_FERRY_ROWS = (
     "DELETE FROM ferry_thread_summaries WHERE thread_id = ?",
 )
 """Ferry's own rows of a thread, deleted with its checkpoints."""
+
+
+def has_table(conn: sqlite3.Connection, name: str) -> bool:
+    """Whether the file has the table `name`."""
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+    return found.fetchone() is not None
+
+
+def file_of(conn: sqlite3.Connection) -> str:
+    """The file `conn` is open on ('' in memory)."""
+    return next(str(row[2]) for row in conn.execute("PRAGMA database_list") if row[1] == "main")
