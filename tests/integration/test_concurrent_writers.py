@@ -16,6 +16,7 @@ from langchain_core.messages import HumanMessage
 
 from graph import build_graph
 from graph.storage import sqlite_saver
+from graph.storage.history.messages import PART
 from graph.storage.sqlite import parts
 from tests.support.scripted import ScriptedModel, answer
 
@@ -43,7 +44,7 @@ def test_storing_a_part_takes_the_write_lock_before_it_reads(
         return index(cur, number, namespace)
 
     monkeypatch.setattr(parts, "index", checked)
-    turns = parts.PART // 2 + 1  # two messages a turn: past a part's worth
+    turns = PART // 2 + 1  # two messages a turn: past a part's worth
     model = ScriptedModel([answer(f"answer {n}") for n in range(turns)])
     graph = build_graph(model=model, tools=[], checkpointer=saver)
     config: Any = {"configurable": {"thread_id": "t"}}
@@ -56,7 +57,7 @@ def test_storing_a_part_takes_the_write_lock_before_it_reads(
 
 def test_writers_on_their_own_connections_lose_no_turn(tmp_path: Path) -> None:
     db = tmp_path / "ferry.db"
-    turns = parts.PART // 2 + 4  # every thread stores a part while the others write
+    turns = PART // 2 + 4  # every thread stores a part while the others write
     errors: list[BaseException] = []
     workers = [
         threading.Thread(target=_run, args=(db, f"writer-{i}", turns, errors)) for i in range(4)

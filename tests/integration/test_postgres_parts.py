@@ -1,6 +1,6 @@
 """Postgres extends a thread's saved history by parts, as SQLite does, never copying it again.
 
-A new process then replays fewer than `pg_history.PART` messages' writes after the newest
+A new process then replays fewer than `PART` messages' writes after the newest
 part; what it reads is what replaying every write gives, from the sync saver and the server's.
 A part that does not fit the base is passed over, a fork appends none, a delete leaves none.
 """
@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from graph.storage.postgres.history import PART
+from graph.storage.history.messages import PART
 from graph.storage.postgres.saver import async_postgres_saver, open_postgres_saver
 from tests.support.pg_threads import THREAD, from_the_start, run, scripted_agent
 from tests.support.pgserver import PostgresServer

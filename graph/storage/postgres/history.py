@@ -22,9 +22,8 @@ from typing import Any, Literal, TypeVar
 
 from graph.storage.history.folding import Fold
 from graph.storage.history.held import Histories, bounded
-from graph.storage.history.messages import PART as PART
+from graph.storage.history.messages import PART, folded
 from graph.storage.history.messages import Key as Key
-from graph.storage.history.messages import folded
 from graph.storage.internals import DeltaChannelHistory, build_delta_channels_writes_history
 from graph.storage.postgres.history_sql import (
     APPEND,

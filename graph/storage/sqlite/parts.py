@@ -27,7 +27,6 @@ import ormsgpack
 from langchain_core.messages import BaseMessage, RemoveMessage
 
 from graph.storage.codec.allowlist import StoredValueError
-from graph.storage.history.messages import PART as PART
 from graph.storage.sqlite import layout
 from graph.storage.sqlite.layout import UNBOUNDED_CHANNEL, Record
 
