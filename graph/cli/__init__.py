@@ -38,9 +38,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("prune needs --keep N or --before DATE")
     try:
         with one_interrupt():
-            return int(args.handler(args))
-    except KeyboardInterrupt:
-        return interrupted(args)
+            try:
+                return int(args.handler(args))
+            except KeyboardInterrupt:
+                # Handled inside: a second Ctrl-C during it is still ignored. Outside, the
+                # default handler is back, and a KeyboardInterrupt there would leave the
+                # interpreter waiting at exit for the abandoned run's tool.
+                return interrupted(args)
     except BrokenPipeError:  # the reader left (`ferry threads | head`): nothing more to say
         # Python would report the pipe again when flushing stdout at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

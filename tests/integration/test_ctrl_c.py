@@ -68,11 +68,11 @@ def interrupt(
             process.send_signal(signal.SIGINT)
     try:
         process.wait(timeout=30)
-    finally:
+        seconds = time.monotonic() - sent
+    finally:  # a process that hangs is killed and its pipes closed, so no later test sees it
         if process.poll() is None:
             process.kill()
-    seconds = time.monotonic() - sent
-    out, err = process.communicate(timeout=30)
+        out, err = process.communicate(timeout=30)
     return seconds, out, err
 
 

@@ -10,6 +10,8 @@ from types import SimpleNamespace
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+import graph.cli as cli
+import graph.cli.parser as cli_parser
 from graph.cli.agent import has_unfinished_run
 from graph.cli.interrupt import one_interrupt, run_in_background, runs_abandoned
 
@@ -47,6 +49,27 @@ def test_only_the_first_ctrl_c_interrupts() -> None:
         with pytest.raises(KeyboardInterrupt):
             signal.raise_signal(signal.SIGINT)
         signal.raise_signal(signal.SIGINT)  # ignored: no second KeyboardInterrupt
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+@pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(),
+    reason="signal handlers can be set only in the main thread",
+)
+def test_a_second_ctrl_c_during_the_first_ones_cleanup_is_ignored(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Out of the guard, Python's handler would raise again, and at exit the interpreter
+    # would wait for the abandoned run's tool (a hang seen under load with two quick Ctrl-Cs).
+    def answering(_args: object) -> int:
+        signal.raise_signal(signal.SIGINT)  # Ctrl-C while the answer runs
+        return 0
+
+    monkeypatch.setattr(cli_parser, "cmd_ask", answering)
+    monkeypatch.setattr(cli, "quiet_after_interrupt", lambda: signal.raise_signal(signal.SIGINT))
+    before = signal.getsignal(signal.SIGINT)
+    assert cli.main(["ask", "q?", "--thread", "t1"]) == 130
+    assert capsys.readouterr().err == "ferry: interrupted; continue with: ferry resume --thread t1\n"
     assert signal.getsignal(signal.SIGINT) is before
 
 
