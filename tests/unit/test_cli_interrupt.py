@@ -69,7 +69,8 @@ def test_a_second_ctrl_c_during_the_first_ones_cleanup_is_ignored(
     monkeypatch.setattr(cli, "quiet_after_interrupt", lambda: signal.raise_signal(signal.SIGINT))
     before = signal.getsignal(signal.SIGINT)
     assert cli.main(["ask", "q?", "--thread", "t1"]) == 130
-    assert capsys.readouterr().err == "ferry: interrupted; continue with: ferry resume --thread t1\n"
+    said = capsys.readouterr().err
+    assert said == "ferry: interrupted; continue with: ferry resume --thread t1\n"
     assert signal.getsignal(signal.SIGINT) is before
 
 
