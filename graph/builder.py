@@ -24,6 +24,7 @@ from graph.policy.provenance import (
     refuse_client_results,
     refuse_release_writes,
     tool_results_in,
+    without_client_results,
 )
 from graph.routing import route_after_check
 from graph.settings import ConfigError, Settings, get_settings
@@ -52,7 +53,8 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
         graph_input, config = _input_and_config(args, kwargs)
         refuse_client_command(graph_input)
         if self._stores(config) and _reads_thread(graph_input):
-            finished, graph_input = _before_run(graph_input, self.get_state(config))
+            state = self.get_state(config)
+            finished, graph_input = _before_run(graph_input, state, _ids(config, kwargs))
             if finished:  # Ferry's own results: stored past the client-write check
                 super().bulk_update_state(config, [finished])
             args, kwargs = _with_input(args, kwargs, graph_input)
@@ -65,7 +67,8 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
         graph_input, config = _input_and_config(args, kwargs)
         refuse_client_command(graph_input)
         if self._stores(config) and _reads_thread(graph_input):
-            finished, graph_input = _before_run(graph_input, await self.aget_state(config))
+            state = await self.aget_state(config)
+            finished, graph_input = _before_run(graph_input, state, _ids(config, kwargs))
             if finished:
                 await super().abulk_update_state(config, [finished])
             args, kwargs = _with_input(args, kwargs, graph_input)
@@ -117,19 +120,28 @@ def _reads_thread(graph_input: Any) -> bool:
     )
 
 
-def _before_run(graph_input: Any, state: StateSnapshot) -> tuple[list[StateUpdate], Any]:
+def _before_run(
+    graph_input: Any, state: StateSnapshot, ids: dict[str, Any]
+) -> tuple[list[StateUpdate], Any]:
     """The checks every entry point makes before a run: what to store first, and the input.
 
-    A client may not supply the result of a call Ferry issued. New input first stores what
-    the steps that finished before a crash wrote (`graph.threads.lifecycle.finished_results`); a run
-    without input completes an unfinished turn even when nothing is planned for it.
+    A client may not supply the result of a call Ferry issued: new input goes on without it,
+    a `Command` is refused. New input first stores what the steps that finished before a crash
+    wrote (`graph.threads.lifecycle.finished_results`); a run without input completes an
+    unfinished turn even when nothing is planned for it.
     """
-    refuse_client_results(tool_results_in(graph_input), state)
     if isinstance(graph_input, dict):
+        graph_input = without_client_results(graph_input, state, ids)
         return finished_results(state), graph_input
+    refuse_client_results(tool_results_in(graph_input), state)
     if graph_input is None:
         return [], continuation(state)
     return [], graph_input
+
+
+def _ids(config: RunnableConfig, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The thread and run ids a log line about this run carries."""
+    return {"thread_id": config["configurable"]["thread_id"], "run_id": kwargs["context"].run_id}
 
 
 def _log_resume(graph_input: Any, config: RunnableConfig | None, kwargs: dict[str, Any]) -> None:
@@ -160,14 +172,20 @@ def _prepared(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any,
     The input is stored as given and replayed whenever the thread is read; with ids assigned
     here, every replay yields the same messages without converting them again.
     """
-    kwargs = {**kwargs, "context": kwargs.get("context") or RunContext()}
+    graph_input, config = _input_and_config(args, kwargs)
+    context = kwargs.get("context")
+    if not isinstance(context, RunContext):
+        # The server passes the run's `configurable` as context (the graph declares none, so
+        # Studio shows no settings that are not); its run id names the invocation instead.
+        run_id = (config or {}).get("run_id")
+        context = RunContext(run_id=str(run_id)) if run_id else RunContext()
+    kwargs = {**kwargs, "context": context}
     # Save each step before the next starts: a crash mid-tool must find the model's reply (and
     # its tool call ids) stored, or the resumed run would ask the model again and could repeat
     # a side effect under a new id. Whatever the caller asks: the server passes its own default
     # ("async"), which saves a step while the next one already runs.
     kwargs.pop("checkpoint_during", None)  # the deprecated spelling of durability
     kwargs["durability"] = "sync"
-    graph_input, _ = _input_and_config(args, kwargs)
     if not (isinstance(graph_input, dict) and graph_input.get("messages")):
         return args, kwargs
     given = graph_input["messages"]
@@ -191,8 +209,10 @@ def _compile(
             f"the tools are {', '.join(t.name for t in tools)}"
         )
     nodes = AgentNodes(settings=settings, tools=list(tools), model=model)
-    builder = StateGraph(
-        FerryState, context_schema=RunContext, input_schema=FerryInput, output_schema=FerryOutput
+    # No context schema: a `RunContext` is made for every invocation (`_prepared`), and its id
+    # and clock are not settings; declared, Studio would offer `run_id` as one.
+    builder = StateGraph[FerryState, RunContext, FerryInput, FerryOutput](
+        FerryState, input_schema=FerryInput, output_schema=FerryOutput
     )
     builder.add_node("call_model", nodes.call_model)  # type: ignore[call-overload]  # LangGraph's node protocols do not spell out (state, config, runtime)
     builder.add_node("check", nodes.check)  # type: ignore[call-overload]  # LangGraph's node protocols do not spell out (state, config, runtime)

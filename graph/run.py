@@ -28,8 +28,9 @@ default to True, since their caller sees the interrupt and can resume with a dec
 class RunContext:
     """Per-invocation facts: its id (for logs) and when it started (for the time budget).
 
-    It is the graph's context schema, so its fields are what a caller may set (Studio shows
-    them); the start is not a field, or a caller could move it and escape the time budget.
+    `FerryGraph` makes one for every invocation that is not given one (graph/builder.py); the
+    graph declares no context schema, since neither is a setting Studio should offer. The start
+    is not a field, so a caller cannot move it and escape the time budget.
     """
 
     run_id: str = field(default_factory=lambda: str(uuid.uuid4()))

@@ -16,17 +16,22 @@ user types a new message). Stored, it would tell the model a gated tool ran when
 The reducer cannot tell who wrote an update, and `call_model` would see it only once stored,
 so `FerryGraph` checks every client write against the stored thread before it is written.
 
-Refused: a result for any call Ferry issued and has not answered, not only for calls awaiting
-approval. Every such call is Ferry's to answer: it is waiting for a decision, running in
-another run, or was cut short by a crash (a resume runs it, new input repairs it); a result
-made up by a client claims an execution that never happened, whichever tool it names.
-Results for calls the client itself wrote (a history it imports) are its own business.
+Never stored: a result for any call Ferry issued and has not answered, not only for calls
+awaiting approval. Every such call is Ferry's to answer: it is waiting for a decision, running
+in another run, or was cut short by a crash (a resume runs it, new input repairs it); a result
+made up by a client claims an execution that never happened, whichever tool it names. Sent with
+a new message (agent-chat-ui's way), it is dropped and logged, and the run goes on with the
+message, as it would have without it: refusing the run showed the user no answer, no card and
+no error. Sent alone, as a `Command`'s update or through `update_state`, it is refused, since
+nothing else would happen. Results for calls the client itself wrote (a history it imports)
+are its own business.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,6 +40,8 @@ from langgraph.types import Command, StateSnapshot
 
 from graph.guards import unanswered_calls
 from graph.policy.hitl import awaiting as held
+
+log = logging.getLogger("ferry.loop")
 
 RELEASED = "released_calls"
 """The state key under which `check` records the calls it let run."""
@@ -151,15 +158,12 @@ def refuse_client_results(results: Sequence[ToolMessage], stored: StateSnapshot)
 
     Nothing is written then: the call stays pending, its approval pause included.
     """
-    if not results:
-        return
-    pending = {c["id"]: c for c in unanswered_calls(stored.values.get("messages") or [])}
-    awaiting = {entry.get("id") for pause in stored.interrupts for entry in held(pause.value)}
+    pending = _pending_calls(stored)
     for result in results:
         call = pending.get(result.tool_call_id)
         if call is None:
             continue
-        if call["id"] in awaiting:
+        if call["id"] in _awaiting(stored):
             raise ClientToolResultError(
                 f"tool call {call['id']} ({call['name']}) is awaiting approval; resume with a "
                 "decision instead of sending its result"
@@ -168,3 +172,56 @@ def refuse_client_results(results: Sequence[ToolMessage], stored: StateSnapshot)
             f"tool call {call['id']} ({call['name']}) has no result yet, and only Ferry "
             "supplies it: resume the run to execute it, or send new input without a result for it"
         )
+
+
+def without_client_results(
+    graph_input: dict[str, Any], stored: StateSnapshot, ids: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The run's input without the results it makes up for calls Ferry has not answered.
+
+    Each one dropped is logged, by call id (its content may be anything). An input of nothing
+    else is refused instead: the run would have nothing new to go on with.
+
+    Args:
+        graph_input: The run's input, its messages already converted (`FerryGraph`).
+        stored: The thread as stored before the run.
+        ids: The run's thread and run ids, for the log line.
+
+    Raises:
+        ClientToolResultError: the input holds nothing but such results.
+    """
+    results = tool_results_in(graph_input)
+    pending = _pending_calls(stored)
+    made_up = {r.tool_call_id for r in results if r.tool_call_id in pending}
+    if not made_up:
+        return graph_input
+    given = graph_input["messages"]
+    kept = [
+        m
+        for m in (given if isinstance(given, list) else [given])
+        if not (isinstance(m, ToolMessage) and m.tool_call_id in made_up)
+    ]
+    if not kept:
+        refuse_client_results(results, stored)
+    awaiting = _awaiting(stored)
+    for call_id in sorted(made_up):
+        why = "awaits approval" if call_id in awaiting else "has not run"
+        log.info(
+            "dropped a result the client sent for tool call %s (%s), which %s: only Ferry "
+            "answers the calls it made",
+            call_id,
+            pending[call_id]["name"],
+            why,
+            extra={**ids, "event": "client_result_dropped", "tool_call_id": call_id},
+        )
+    return {**graph_input, "messages": kept}
+
+
+def _pending_calls(stored: StateSnapshot) -> dict[str | None, Any]:
+    """The calls Ferry issued on the stored thread and has not answered, by id."""
+    return {c["id"]: c for c in unanswered_calls(stored.values.get("messages") or [])}
+
+
+def _awaiting(stored: StateSnapshot) -> set[Any]:
+    """The ids of the calls the stored thread's pause waits on a decision for."""
+    return {entry.get("id") for pause in stored.interrupts for entry in held(pause.value)}

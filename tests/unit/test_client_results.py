@@ -1,13 +1,15 @@
-"""Results of calls Ferry issued come only from Ferry: a client's own result is refused.
+"""Results of calls Ferry issued come only from Ferry: a client's own result is never stored.
 
 LangChain's agent-chat-ui, when the user types while an approval is pending, sends a
 ToolMessage "Successfully handled tool call." for the pending call with the new message.
-Stored, it would tell the model that a gated tool ran; every entry point refuses it.
+Stored, it would tell the model that a gated tool ran. Sent with a new message, every run
+entry point drops it (logged) and goes on with the message; written alone, it is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -75,7 +77,7 @@ async def _drain(stream: Any) -> list[Any]:
     return [part async for part in stream]
 
 
-ENTRY_POINTS: dict[str, Callable[[Any], Any]] = {
+RUNS_WITH_A_MESSAGE: dict[str, Callable[[Any], Any]] = {
     "invoke": lambda g: g.invoke(chat_ui_input(), CONFIG),
     "stream": lambda g: list(g.stream(chat_ui_input(), CONFIG)),
     "ainvoke": lambda g: asyncio.run(g.ainvoke(chat_ui_input(), CONFIG)),
@@ -83,6 +85,9 @@ ENTRY_POINTS: dict[str, Callable[[Any], Any]] = {
     "astream_events": lambda g: asyncio.run(
         _drain(g.astream_events(chat_ui_input(), CONFIG, version="v2"))
     ),
+}
+WRITES: dict[str, Callable[[Any], Any]] = {
+    "results alone": lambda g: g.invoke({"messages": chat_ui_input()["messages"][:1]}, CONFIG),
     "update_state": lambda g: g.update_state(CONFIG, chat_ui_input()),
     "aupdate_state": lambda g: asyncio.run(g.aupdate_state(CONFIG, chat_ui_input())),
     "bulk_update_state": lambda g: g.bulk_update_state(
@@ -94,13 +99,42 @@ ENTRY_POINTS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-@pytest.mark.parametrize("entry", ENTRY_POINTS, ids=str)
-def test_a_client_result_for_a_call_awaiting_approval_is_refused(
+@pytest.mark.parametrize("entry", RUNS_WITH_A_MESSAGE, ids=str)
+def test_a_made_up_result_sent_with_a_message_is_dropped_and_the_message_answered(
+    paused: Paused, entry: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    graph, model = paused(answer("I did not delete it; tidying up instead."))
+    with caplog.at_level(logging.INFO, logger="ferry.loop"):
+        RUNS_WITH_A_MESSAGE[entry](graph)
+
+    messages = graph.get_state(CONFIG).values["messages"]
+    assert [(m.type, m.content) for m in messages] == [
+        ("human", "delete a"),
+        ("ai", ""),
+        ("tool", UNDECIDED),
+        ("human", "and also tidy up"),
+        ("ai", "I did not delete it; tidying up instead."),
+    ]
+    assert messages[2].tool_call_id == "call_1" and messages[2].status == "error"
+    assert "do-not-render-1" not in [m.id for m in messages]
+    seen = model.calls[1][-2:]  # the result fenced as data, then the new message
+    assert UNDECIDED in str(seen[0].content) and seen[1].content == "and also tidy up"
+    assert RUNS == []
+    dropped = [r for r in caplog.records if getattr(r, "event", "") == "client_result_dropped"]
+    assert [(r.tool_call_id, r.thread_id) for r in dropped] == [("call_1", "t1")]  # type: ignore[attr-defined]
+    assert dropped[0].getMessage() == (
+        "dropped a result the client sent for tool call call_1 (delete_file), which awaits "
+        "approval: only Ferry answers the calls it made"
+    )
+
+
+@pytest.mark.parametrize("entry", WRITES, ids=str)
+def test_a_made_up_result_written_without_a_new_message_is_refused(
     paused: Paused, entry: str
 ) -> None:
     graph, model = paused(answer("deleted a"))
     with pytest.raises(ClientToolResultError) as refused:
-        ENTRY_POINTS[entry](graph)
+        WRITES[entry](graph)
     assert str(refused.value) == AWAITING
     assert isinstance(refused.value, ValueError)
     assert_still_pending(graph)
@@ -134,19 +168,22 @@ def test_the_new_message_alone_is_taken_and_the_call_answered_not_run(paused: Pa
     assert RUNS == []
 
 
-def test_a_client_result_for_any_unanswered_call_is_refused(make_agent: Agent) -> None:
-    graph = make_agent(ScriptedModel([tool_call("delete_file", path="a"), answer("done")]))
+def test_a_made_up_result_for_any_unanswered_call_is_dropped(make_agent: Agent) -> None:
+    graph = make_agent(ScriptedModel([tool_call("delete_file", path="a"), answer("tidied")]))
     graph.invoke({"messages": [("user", "delete a")]}, CONFIG, interrupt_before=["execute_tool"])
 
     with pytest.raises(ClientToolResultError) as refused:
-        graph.invoke(chat_ui_input(), CONFIG)
+        graph.invoke({"messages": chat_ui_input()["messages"][:1]}, CONFIG)
     assert str(refused.value) == (
         "tool call call_1 (delete_file) has no result yet, and only Ferry supplies it: resume "
         "the run to execute it, or send new input without a result for it"
     )
-    result = graph.invoke(None, CONFIG)
-    assert [m.content for m in result["messages"] if isinstance(m, ToolMessage)] == ["deleted a"]
-    assert RUNS == ["delete a"]
+    result = graph.invoke(chat_ui_input(), CONFIG)
+    messages = result["messages"]
+    assert [m.type for m in messages] == ["human", "ai", "tool", "human", "ai"]
+    assert messages[2].status == "error" and "Successfully" not in messages[2].content
+    assert messages[4].content == "tidied"
+    assert RUNS == []
 
 
 def test_a_history_the_client_writes_itself_is_accepted(make_agent: Agent) -> None:
