@@ -12,6 +12,7 @@ from graph.cli.agent import cmd_ask, cmd_chat, cmd_resume
 from graph.cli.conversion import add_conversion_commands
 from graph.cli.info import cmd_info, cmd_tools
 from graph.cli.threads import cmd_delete, cmd_history, cmd_prune, cmd_threads
+from graph.cli.tool_call import add_tool_call_command
 from graph.cli.trust import add_trust_commands
 
 COMMANDS = (
@@ -53,14 +54,19 @@ def _options_of(parser: argparse.ArgumentParser, command: str) -> list[str]:
     return []
 
 
+def did_you_mean(word: str, known: Sequence[str]) -> str:
+    """`; did you mean 'x'?` for the known word closest to `word`, or nothing if none is close."""
+    from difflib import get_close_matches
+
+    close = get_close_matches(word, known, n=1, cutoff=0.7)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def _unknown(
     parser: argparse.ArgumentParser, what: str, word: str, known: Sequence[str]
 ) -> NoReturn:
     """Exit 2 as argparse does: the unknown word, the closest known one, and how to ask it."""
-    from difflib import get_close_matches
-
-    close = get_close_matches(word, known, n=1, cutoff=0.7)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    hint = did_you_mean(word, known)
     ask = f" (to ask it: ferry ask {word})" if what == "command" else " (see ferry --help)"
     parser.error(f"unknown {what} {word!r}{hint}{ask}")
 
@@ -114,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     tools = command(
         "tools", cmd_tools, "List the tools the model is offered, with their arguments."
     )
+    add_tool_call_command(tools)  # `ferry tools call NAME ARGS`
     for p in (ask, chat):
         which = p.add_mutually_exclusive_group()
         which.add_argument("--thread", help="thread id to continue (default: a new thread)")
