@@ -24,7 +24,7 @@ from langgraph_sdk.client import SyncLangGraphClient
 
 from graph.policy.approval import UNDECIDED
 from tests.support.cli_helpers import Ferry, one_json_object
-from tests.support.langgraph_dev import serving
+from tests.support.langgraph_dev import server_log, serving
 
 SYNC_TIMEOUT_S = 30.0  # a hang guard: the server looks at the database every 3 s
 MADE_UP = "Successfully handled tool call."  # what agent-chat-ui sends for a call it sees pending
@@ -137,6 +137,17 @@ def wait_for_status(client: SyncLangGraphClient, thread_id: str, status: str) ->
         time.sleep(0.2)
 
 
+def wait_for_log(server: Server, event: str) -> list[str]:
+    """The server log's lines of a Ferry event, once there is one (its output is buffered)."""
+    deadline = time.monotonic() + SYNC_TIMEOUT_S
+    while True:
+        log = server_log(server.folder / "langgraph-dev-1.log")
+        found = [line for line in log.splitlines() if f" {event} " in line]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
 def test_the_assistant_offers_no_settings(server: Server) -> None:
     [assistant] = server.client.assistants.search(graph_id="agent")
     schemas = server.client.assistants.get_schemas(assistant["assistant_id"])
@@ -178,6 +189,9 @@ def test_a_message_typed_during_an_approval_is_answered_and_the_made_up_result_d
     assert messages[4]["content"].startswith(OFFLINE_ANSWER)
     assert not [m for m in messages if m["id"].startswith("do-not-render-")]
     assert MADE_UP not in json.dumps(messages)
+    dropped = wait_for_log(server, "client_result_dropped")
+    assert len(dropped) == 1 and f"tool_call_id={asked['tool_call_id']}" in dropped[0]
+    assert MADE_UP not in server_log(server.folder / "langgraph-dev-1.log")
     last = [data for event, data in second if event == "values"][-1]
     assert [m["id"] for m in last["messages"]] == [m["id"] for m in messages]
     assert server.client.threads.get(thread_id)["status"] == "idle"

@@ -184,3 +184,15 @@ def test_a_pause_written_after_its_checkpoint_moves_the_version(
     after = sqlite_versions(tmp_path / "ferry.db")
     assert after["t1"] != before["t1"]
     assert after == sqlite_versions(tmp_path / "ferry.db")
+
+
+def test_a_run_given_the_servers_run_id_logs_under_it(
+    make_agent: Agent, caplog: pytest.LogCaptureFixture
+) -> None:
+    run_id = uuid.uuid4()  # the server puts its run's id in the config
+    graph = make_agent(ScriptedModel(["hi"]))
+    config: Any = {"configurable": {"thread_id": "t1"}, "run_id": run_id}
+    with caplog.at_level(logging.INFO, logger="ferry.loop"):
+        graph.invoke({"messages": [("user", "hello")]}, config, context={"user_id": "u1"})
+    logged = {getattr(r, "run_id", None) for r in caplog.records if r.name == "ferry.loop"}
+    assert logged == {str(run_id)}
