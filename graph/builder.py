@@ -175,8 +175,8 @@ def _prepared(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any,
     graph_input, config = _input_and_config(args, kwargs)
     context = kwargs.get("context")
     if not isinstance(context, RunContext):
-        # The server passes the run's `configurable` as context (the graph declares none, so
-        # Studio shows no settings that are not); its run id names the invocation instead.
+        # The server passes the run's `configurable` as context, a dict nothing coerces (the
+        # graph declares no context schema); the server's run id then names the invocation.
         run_id = (config or {}).get("run_id")
         context = RunContext(run_id=str(run_id)) if run_id else RunContext()
     kwargs = {**kwargs, "context": context}
