@@ -92,6 +92,12 @@ class Settings(BaseSettings):
     """Where logs go; stderr when unset."""
     max_stored_value_mb: int = Field(default=32, ge=1)
     """What one stored value may decompress to when read: a bound on a read's memory."""
+    temporal_address: str | None = None
+    """Temporal frontend (`host:port`): `ferry worker` serves it; ask, chat, resume use it."""
+    temporal_namespace: str = "default"
+    """Temporal namespace of Ferry's workflows."""
+    temporal_task_queue: str = "ferry"
+    """Temporal task queue Ferry's workers poll."""
 
     @field_validator("files_root")
     @classmethod
