@@ -1,0 +1,67 @@
+"""Ferry on Temporal: turns that survive their worker, spread over any number of machines.
+
+Design. A turn is a Temporal workflow, `FerryTurn` (graph/temporal/workflow.py), whose id comes
+from the thread (`ferry-thread-<id>`, started with the FAIL conflict policy), so Temporal itself
+runs one turn per thread. What the workflow does is the loop's order and nothing else:
+
+- workflow code (deterministic, replayed): which step runs next, read from the last step's
+  small summary (model → tools → model … → end); the turn's time budget, as a deadline on
+  `workflow.now()` handed to each step as the time left; the wait for a person's decision (the
+  `decide` update that `ferry resume --approve|--reject` sends) and a fresh budget after it, as
+  in-process; the running report `ask --json` prints, summed from the steps; the `progress`
+  update clients watch. No I/O, no wall clock, no LangChain import.
+- activities (graph/temporal/steps.py): one *step* of Ferry's own compiled graph on the thread,
+  run with `interrupt_before=["call_model", "execute_tool"]`. A model step stores the turn's
+  input once (its message id is fixed by the client) and runs `call_model` then `check`; a tool
+  step runs the `execute_tool` tasks `check` released (one LangGraph task per call, so each
+  finished call is a saved write). The guards are `check`'s, unchanged: iteration cap, token
+  budget, duplicates, the circuit breaker, approvals, the exfiltration guard — decided from the
+  stored thread, the same on every worker. Steps retry under `STEP_RETRIES` (Ferry's backoff)
+  and beat every 2 s, so a worker that dies mid-step is noticed in 10 s and its step runs on
+  another worker: the thread's lease (30 s) is waited for, finished calls replay from their
+  writes, and a `retry_safe=False` call that had started is answered from its start record
+  instead of running again.
+
+The thread stays where it is stored today (`FERRY_DB`, `FERRY_DATABASE_URL` across hosts),
+written by the graph's own checkpointer: `ferry history`, `ferry threads`, Python and Studio see
+a Temporal turn exactly as an in-process one, and a thread may go back and forth.
+
+Why not `temporalio-langgraph` (0.1.0, public preview): it runs the Pregel loop inside the
+workflow and each node as an activity, with the graph's state carried in Temporal's history and
+an in-memory checkpointer in the workflow. Ferry's threads would then live in two places, the
+stored one would not see Temporal turns, and Ferry's guards that read the stored thread (start
+records, leases, the repair of unanswered calls) would have nothing to read. Running whole
+supersteps of Ferry's compiled graph as activities keeps one store and one implementation.
+
+Python: `report = await run_turn(await connect(), thread_id, "question")`, the object
+`ferry ask --json` prints. CLI: `ferry worker`, `ferry cancel`, and `ask`/`chat`/`resume` with
+`FERRY_TEMPORAL_ADDRESS` or `--temporal ADDRESS` (graph/cli/temporal.py).
+"""
+
+from __future__ import annotations
+
+from graph.temporal.client import (
+    TurnCancelled,
+    TurnRunning,
+    cancel,
+    connect,
+    decide,
+    run_turn,
+    running_turn,
+    start_turn,
+    watch,
+)
+from graph.temporal.shapes import workflow_id
+
+__all__ = [
+    "TurnCancelled",
+    "TurnRunning",
+    "cancel",
+    "connect",
+    "decide",
+    "run_turn",
+    "running_turn",
+    "start_turn",
+    "watch",
+    "workflow_id",
+]

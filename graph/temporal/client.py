@@ -1,0 +1,181 @@
+"""Handing turns to Temporal from Python or the CLI: start, watch, decide, re-attach, cancel.
+
+client = await connect(get_settings())
+report = await run_turn(client, thread_id, "What is 150 * 3?")  # `ask --json`'s object
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
+
+from graph.settings import ConfigError, Settings, get_settings
+from graph.temporal.shapes import (
+    DECIDE_UPDATE,
+    PROGRESS_UPDATE,
+    WORKFLOW_NAME,
+    Progress,
+    TurnInput,
+    ordered_report,
+    workflow_id,
+)
+from graph.threads.lease import ThreadBusy
+
+DEFAULT_ADDRESS = "localhost:7233"
+
+
+class TurnRunning(ThreadBusy):
+    """A Temporal run already holds the thread: one turn per thread, by workflow id."""
+
+    def __init__(self, thread_id: str) -> None:  # noqa: D107 - the message says it
+        RuntimeError.__init__(
+            self,
+            f"thread {thread_id} is busy: a Temporal run holds it (workflow "
+            f"{workflow_id(thread_id)}); see it with: ferry resume --thread {thread_id}",
+        )
+
+
+class TurnCancelled(RuntimeError):
+    """The turn's workflow was cancelled (`ferry cancel`) or terminated before it stopped."""
+
+
+async def connect(settings: Settings | None = None, address: str | None = None) -> Client:
+    """A client of the Temporal frontend; one clear line naming the address if unreachable.
+
+    Raises:
+        ConfigError: no Temporal server answers at the address.
+    """
+    settings = settings or get_settings()
+    target = address or settings.temporal_address or DEFAULT_ADDRESS
+    try:
+        return await Client.connect(target, namespace=settings.temporal_namespace)
+    except RuntimeError as exc:  # the core SDK's connection failure
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(
+            f"cannot reach Temporal at {target} (FERRY_TEMPORAL_ADDRESS): {reason}"
+        ) from exc
+
+
+async def start_turn(
+    client: Client,
+    thread_id: str,
+    question: str | None = None,
+    *,
+    decision: dict[str, Any] | None = None,
+    model: str | None = None,
+    settings: Settings | None = None,
+) -> WorkflowHandle[Any, Any]:
+    """Start the thread's turn on Temporal; `TurnRunning` if one runs there already."""
+    settings = settings or get_settings()
+    turn = TurnInput(
+        thread_id=thread_id,
+        time_budget_s=settings.time_budget_s,
+        question=question,
+        message_id=str(uuid.uuid4()) if question is not None else None,
+        decision=decision,
+        model=model,
+    )
+    try:
+        return await client.start_workflow(
+            WORKFLOW_NAME,
+            turn,
+            id=workflow_id(thread_id),
+            task_queue=settings.temporal_task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+        )
+    except WorkflowAlreadyStartedError as exc:
+        raise TurnRunning(thread_id) from exc
+
+
+async def running_turn(client: Client, thread_id: str) -> WorkflowHandle[Any, Any] | None:
+    """The thread's turn running on Temporal now, or None."""
+    handle = client.get_workflow_handle(workflow_id(thread_id))
+    try:
+        described = await handle.describe()
+    except RPCError:  # never started on this namespace
+        return None
+    return handle if described.status == WorkflowExecutionStatus.RUNNING else None
+
+
+async def watch(
+    handle: WorkflowHandle[Any, Any], on_line: Callable[[str], None] = lambda _line: None
+) -> dict[str, Any]:
+    """Follow a turn to its stop or its pause for approval; `ask --json`'s object.
+
+    Progress lines go to `on_line` as the workers report them. Leaving (Ctrl-C, a kill) leaves
+    the turn running: `ferry resume --thread ID` watches it again.
+
+    Raises:
+        TurnCancelled: the turn was cancelled or terminated.
+    """
+    seen = 0
+    while True:
+        try:
+            progress = await handle.execute_update(PROGRESS_UPDATE, seen, result_type=Progress)
+        except (RPCError, WorkflowUpdateFailedError):  # the workflow closed meanwhile
+            return await _result(handle)
+        for line in progress.lines:
+            on_line(line)
+        seen += len(progress.lines)
+        if progress.state != "running" and progress.report is not None:
+            return ordered_report(progress.report)
+
+
+async def _result(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
+    try:
+        result = await handle.result()
+    except WorkflowFailureError as exc:
+        raise TurnCancelled(
+            f"the Temporal run of {handle.id} ended without an answer ({exc.cause}); "
+            "the thread can be resumed"
+        ) from exc
+    return ordered_report(result)
+
+
+async def run_turn(
+    client: Client,
+    thread_id: str,
+    question: str,
+    *,
+    model: str | None = None,
+    settings: Settings | None = None,
+    on_line: Callable[[str], None] = lambda _line: None,
+) -> dict[str, Any]:
+    """Ask `question` on the thread through Temporal; what `ferry ask --json` prints."""
+    handle = await start_turn(client, thread_id, question, model=model, settings=settings)
+    return await watch(handle, on_line)
+
+
+async def decide(
+    client: Client, thread_id: str, decision: dict[str, Any]
+) -> WorkflowHandle[Any, Any] | None:
+    """Send a decision to the thread's turn waiting on Temporal; None if none waits."""
+    handle = await running_turn(client, thread_id)
+    if handle is None:
+        return None
+    try:
+        await handle.execute_update(DECIDE_UPDATE, decision)
+    except WorkflowUpdateFailedError:  # the validator's: nothing awaits approval
+        return None
+    return handle
+
+
+async def cancel(client: Client, thread_id: str) -> bool:
+    """Cancel the thread's turn on Temporal; whether one was running."""
+    handle = await running_turn(client, thread_id)
+    if handle is None:
+        return False
+    await handle.cancel()
+    return True

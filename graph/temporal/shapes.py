@@ -1,0 +1,92 @@
+"""What the workflow and its activities hand each other: small, plain, JSON-serialisable.
+
+The workflow's sandbox imports this module on every replay, so it imports nothing but the
+standard library: no LangChain message crosses it, only the summary an activity returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+WORKFLOW_NAME = "FerryTurn"
+STEP_ACTIVITY = "ferry_step"
+PROGRESS_UPDATE = "progress"
+DECIDE_UPDATE = "decide"
+
+MODEL, TOOLS, END = "model", "tools", "end"
+"""What runs next: a model step (`call_model`, then `check`), a tool step, or nothing."""
+
+
+def workflow_id(thread_id: str) -> str:
+    """The workflow that runs a thread's turns: one at a time, by Temporal's own id rule."""
+    return f"ferry-thread-{thread_id}"
+
+
+@dataclass
+class TurnInput:
+    """What starts a turn: a question, a person's decision, or nothing (resume the thread)."""
+
+    thread_id: str
+    time_budget_s: float
+    question: str | None = None
+    message_id: str | None = None
+    """The question's message id, fixed by the client, so a retried step stores it once."""
+    decision: dict[str, Any] | None = None
+    """A resume value (`{"decisions": [...]}`) for calls awaiting approval."""
+    model: str | None = None
+    """A model spec overriding the worker's `FERRY_MODEL` (`--model`)."""
+
+
+@dataclass
+class StepInput:
+    """One activity: advance the thread by one model step or one tool step."""
+
+    thread_id: str
+    kind: str
+    seconds_left: float
+    question: str | None = None
+    message_id: str | None = None
+    decision: dict[str, Any] | None = None
+    model: str | None = None
+
+
+@dataclass
+class StepSummary:
+    """What a step did and what comes next, as the workflow needs it to decide."""
+
+    next: str
+    """`MODEL`, `TOOLS` or `END`."""
+    model_calls: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    """`--json`'s entries for the calls this step answered."""
+    lines: list[str] = field(default_factory=list)
+    """Progress lines, as `ferry ask` prints them on stderr."""
+    pending_approvals: list[dict[str, Any]] = field(default_factory=list)
+    stop_reason: str | None = None
+    answer: str = ""
+
+
+@dataclass
+class Progress:
+    """What a client watching the turn is told: lines after the ones it has, and the outcome."""
+
+    lines: list[str]
+    state: str
+    """`running`, `awaiting_approval` or `done`."""
+    report: dict[str, Any] | None = None
+    """`ask --json`'s object, once the turn stopped or paused."""
+
+
+REPORT_KEYS = ("thread_id", "answer", "stop_reason", "model_calls", "tool_calls", "usage")
+CALL_KEYS = ("id", "name", "args", "status", "duration_ms")
+
+
+def ordered_report(report: dict[str, Any]) -> dict[str, Any]:
+    """The report in `ask --json`'s key order (Temporal's JSON payloads sort keys)."""
+    ordered = {key: report[key] for key in REPORT_KEYS if key in report}
+    ordered["tool_calls"] = [
+        {key: call[key] for key in CALL_KEYS if key in call} for call in report["tool_calls"]
+    ]
+    return {**ordered, **{k: v for k, v in report.items() if k not in ordered}}

@@ -1,0 +1,138 @@
+"""`ferry worker`: a Temporal worker that runs Ferry's turns, as many as you start, anywhere.
+
+Each worker builds Ferry's graph once on the configured database (`FERRY_DB`, or
+`FERRY_DATABASE_URL` for workers on several hosts) and serves the `FerryTurn` workflow and its
+one activity, a step of the graph (graph/temporal/steps.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from graph.settings import Settings
+from graph.temporal.shapes import STEP_ACTIVITY, StepInput, StepSummary
+from graph.temporal.steps import advance
+from graph.temporal.workflow import FerryTurn
+
+if TYPE_CHECKING:
+    from graph.builder import FerryGraph
+
+BEAT_S = 2.0
+WORKFLOW_RUNNER = SandboxedWorkflowRunner(
+    restrictions=SandboxRestrictions.default.with_passthrough_modules("graph", "tools")
+)
+"""The workflow's sandbox takes Ferry's modules from the worker, not re-imported per run.
+
+The workflow module is imported from inside the `graph` package, whose parents import Ferry's
+settings and client; the workflow code itself uses only graph/temporal/shapes.py.
+"""
+MAX_STEPS = 64
+"""Steps one worker runs at once: the work is waiting on models and tools, not the CPU."""
+
+
+class Steps:
+    """The step activity, on a graph per model spec (the worker's own, or a `--model`'s)."""
+
+    def __init__(
+        self,
+        graph: FerryGraph,
+        settings: Settings,
+        graph_for_model: Callable[[str], FerryGraph] | None = None,
+    ) -> None:
+        self._graph, self._settings = graph, settings
+        self._graph_for_model = graph_for_model
+        self._graphs: dict[str, FerryGraph] = {}
+        self._lock = threading.Lock()
+        self._threads = concurrent.futures.ThreadPoolExecutor(MAX_STEPS, "ferry-step")
+
+    def graph(self, model: str | None) -> FerryGraph:
+        """The graph a step runs on: the worker's, or one built for the model the client named."""
+        if not model or model == self._settings.model or self._graph_for_model is None:
+            return self._graph
+        with self._lock:
+            if model not in self._graphs:
+                self._graphs[model] = self._graph_for_model(model)
+            return self._graphs[model]
+
+    @activity.defn(name=STEP_ACTIVITY)
+    async def step(self, step: StepInput) -> StepSummary:
+        """Advance the thread by one step, beating while it runs; stop early when cancelled."""
+        cancelled = threading.Event()
+        run = functools.partial(
+            advance,
+            self.graph(step.model),
+            step,
+            self._settings.time_budget_s,
+            self._settings.lease_timeout_s + 5.0,
+            cancelled,
+        )
+        running = asyncio.get_running_loop().run_in_executor(self._threads, run)
+        try:
+            while True:
+                done, _ = await asyncio.wait({running}, timeout=BEAT_S)
+                if done:
+                    return running.result()
+                activity.heartbeat()
+        except asyncio.CancelledError:
+            # The graph stops after its running node; the lease is released as it ends.
+            cancelled.set()
+            raise
+
+    def close(self) -> None:
+        """Let the running steps finish, then release their threads."""
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+
+def make_worker(client: Client, steps: Steps, task_queue: str) -> Worker:
+    """A worker for Ferry's turns on `task_queue`."""
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[FerryTurn],
+        workflow_runner=WORKFLOW_RUNNER,
+        activities=[steps.step],
+        max_concurrent_activities=MAX_STEPS,
+    )
+
+
+async def serve_graph(
+    client: Client,
+    graph: FerryGraph,
+    settings: Settings,
+    graph_for_model: Callable[[str], FerryGraph] | None = None,
+) -> None:
+    """Run a worker on `graph` until cancelled (tests and embedding programs pass their own)."""
+    steps = Steps(graph, settings, graph_for_model)
+    try:
+        await make_worker(client, steps, settings.temporal_task_queue).run()
+    finally:
+        steps.close()
+
+
+async def serve(settings: Settings) -> None:
+    """`ferry worker`: serve Ferry's turns on the configured database until stopped."""
+    from graph.builder import build_graph
+    from graph.models import make_model
+    from graph.storage import open_saver
+    from graph.temporal.client import connect
+
+    client = await connect(settings)
+    model = make_model(settings.model)  # a missing key fails now, not at the first turn
+    with open_saver(settings) as saver:
+
+        def graph_for_model(spec: str) -> FerryGraph:
+            chosen = settings.model_copy(update={"model": spec})
+            return build_graph(model=make_model(spec), checkpointer=saver, settings=chosen)
+
+        graph = build_graph(model=model, checkpointer=saver, settings=settings)
+        await serve_graph(client, graph, settings, graph_for_model)

@@ -1,0 +1,155 @@
+"""The turn as a Temporal workflow: deterministic decisions over the steps' summaries.
+
+Everything here replays: no I/O, no wall clock but `workflow.now()`, no randomness, no import of
+LangChain or of Ferry's graph (shapes.py is plain dataclasses). A change to the order or the
+options of the activities it schedules breaks replay of recorded histories, which the tests'
+`Replayer` catches (tests/temporal/test_replay.py).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():  # plain dataclasses: no need to re-import them
+    from graph.temporal.shapes import (
+        DECIDE_UPDATE,
+        END,
+        MODEL,
+        PROGRESS_UPDATE,
+        STEP_ACTIVITY,
+        WORKFLOW_NAME,
+        Progress,
+        StepInput,
+        StepSummary,
+        TurnInput,
+    )
+
+STEP_RETRIES = RetryPolicy(
+    initial_interval=timedelta(seconds=0.5),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=8),
+)
+"""Ferry's backoff (tools/http.py: 0.5 s doubling, at most 8 s), until the turn's time runs out.
+
+Every step may be retried: a model step stores nothing until the reply is whole, a tool step
+replays finished calls from their saved writes, and a `retry_safe=False` call that had started
+is answered from its start record, never run again (graph/threads/side_effects.py).
+"""
+HEARTBEAT = timedelta(seconds=10)
+"""A step beats every 2 s; one silent this long is on a dead worker and runs on another."""
+STEP_MARGIN_S = 60.0
+"""How long past the turn's time left a step may take: a guard then ends the turn in words."""
+
+
+def _empty_usage() -> dict[str, int]:
+    return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class FerryTurn:
+    """One turn of one thread, to its answer, a guard's stop, or a person's decision."""
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+        self._state = "running"
+        self._report: dict[str, Any] | None = None
+        self._pending: list[dict[str, Any]] = []
+        self._decision: dict[str, Any] | None = None
+        self._model_calls = 0
+        self._usage = _empty_usage()
+        self._tool_calls: list[dict[str, Any]] = []
+
+    @workflow.run
+    async def run(self, turn: TurnInput) -> dict[str, Any]:
+        """Run the turn's steps until it stops; `ask --json`'s object."""
+        deadline = workflow.now() + timedelta(seconds=turn.time_budget_s)
+        step = StepInput(
+            thread_id=turn.thread_id,
+            kind=MODEL,
+            seconds_left=turn.time_budget_s,
+            question=turn.question,
+            message_id=turn.message_id,
+            decision=turn.decision,
+            model=turn.model,
+        )
+        while True:
+            left = max((deadline - workflow.now()).total_seconds(), 0.0)
+            step.seconds_left = left
+            summary = await workflow.execute_activity(
+                STEP_ACTIVITY,
+                step,
+                result_type=StepSummary,
+                start_to_close_timeout=timedelta(seconds=left + STEP_MARGIN_S),
+                heartbeat_timeout=HEARTBEAT,
+                retry_policy=STEP_RETRIES,
+            )
+            self._record(summary)
+            if summary.pending_approvals:
+                decision = await self._await_decision(turn.thread_id, summary)
+                # The decision starts a new invocation with its own budget, as `ferry resume
+                # --approve` does in-process: the wait for a person is not the run's time.
+                deadline = workflow.now() + timedelta(seconds=turn.time_budget_s)
+                step = StepInput(turn.thread_id, MODEL, 0.0, decision=decision, model=turn.model)
+                continue
+            if summary.next == END:
+                self._finish(turn.thread_id, summary, "done")
+                break
+            step = StepInput(turn.thread_id, summary.next, 0.0, model=turn.model)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        assert self._report is not None
+        return self._report
+
+    def _record(self, summary: StepSummary) -> None:
+        self._lines.extend(summary.lines)
+        self._model_calls += summary.model_calls
+        for key, tokens in summary.usage.items():
+            self._usage[key] = self._usage.get(key, 0) + tokens
+        self._tool_calls.extend(summary.tool_calls)
+
+    def _finish(self, thread_id: str, summary: StepSummary, state: str) -> None:
+        paused = bool(summary.pending_approvals)
+        report: dict[str, Any] = {
+            "thread_id": thread_id,
+            "answer": summary.answer,
+            "stop_reason": "awaiting_approval" if paused else summary.stop_reason,
+            "model_calls": self._model_calls,
+            "tool_calls": self._tool_calls,
+            "usage": self._usage,
+        }
+        if paused:
+            report["pending_approvals"] = summary.pending_approvals
+        self._report, self._state = report, state
+
+    async def _await_decision(self, thread_id: str, summary: StepSummary) -> dict[str, Any]:
+        """Report the pause, then wait for `decide` (`ferry resume --approve` or `--reject`)."""
+        self._pending = summary.pending_approvals
+        self._finish(thread_id, summary, "awaiting_approval")
+        await workflow.wait_condition(lambda: self._decision is not None)
+        decision, self._decision, self._pending = self._decision, None, []
+        # The resumed invocation reports its own calls and usage, as in-process.
+        self._model_calls, self._usage, self._tool_calls = 0, _empty_usage(), []
+        self._state, self._report = "running", None
+        assert decision is not None
+        return decision
+
+    @workflow.update(name=PROGRESS_UPDATE)
+    async def progress(self, seen: int) -> Progress:
+        """The lines after the first `seen`, once there are any or the turn stopped or paused."""
+        await workflow.wait_condition(lambda: len(self._lines) > seen or self._state != "running")
+        return Progress(lines=self._lines[seen:], state=self._state, report=self._report)
+
+    @workflow.update(name=DECIDE_UPDATE)
+    def decide(self, decision: dict[str, Any]) -> list[dict[str, Any]]:
+        """Decide the calls awaiting approval (a `{"decisions": [...]}` resume value)."""
+        pending = self._pending
+        self._decision = decision
+        return pending
+
+    @decide.validator
+    def _decide_only_when_paused(self, decision: dict[str, Any]) -> None:
+        if not self._pending or self._decision is not None:
+            raise ValueError("no tool calls are awaiting approval on this thread")
