@@ -1,0 +1,105 @@
+"""What the Temporal tests share: workers (in this process or another), histories, replays."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from temporalio.client import Client
+from temporalio.worker import Replayer
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from graph.builder import FerryGraph, build_graph
+from graph.settings import Settings, get_settings
+from graph.storage import open_saver
+from graph.temporal.shapes import workflow_id
+from graph.temporal.worker import serve_graph
+from graph.temporal.workflow import FerryTurn
+from tests.temporal.worker_process import TOOLS
+
+REPO = Path(__file__).resolve().parents[2]
+WAIT_LIMIT_S = 90.0  # hang guard for what a test waits for; never a timing assertion
+
+
+@contextlib.contextmanager
+def ferry_graph(settings: Settings | None = None) -> Iterator[FerryGraph]:
+    """Ferry's graph with the tests' tools, on the configured database."""
+    settings = settings or get_settings()
+    with open_saver(settings) as saver:
+        yield build_graph(tools=TOOLS, checkpointer=saver, settings=settings)
+
+
+@contextlib.asynccontextmanager
+async def worker_here(client: Client, graph: FerryGraph) -> AsyncIterator[None]:
+    """A worker in this process for the block."""
+    task = asyncio.create_task(serve_graph(client, graph, get_settings()))
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """A worker process with the tests' tools (tests/temporal/worker_process.py)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.temporal.worker_process"],
+        env={**os.environ, **env, "FERRY_TEST_TOOL_LOG": str(log)},
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log.with_suffix(".worker.log").open("a"),
+    )
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """End a worker process this test started."""
+    if process.poll() is None:
+        process.kill()
+    process.wait(timeout=30)
+
+
+def wait_until(done: Callable[[], bool], what: str) -> None:
+    """Wait for `done()`, failing after the hang guard rather than hanging."""
+    started = time.monotonic()
+    while not done():
+        if time.monotonic() - started > WAIT_LIMIT_S:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.05)
+
+
+def shape(messages: list[BaseMessage]) -> list[tuple[Any, ...]]:
+    """A history without its ids and timings: types, texts, calls, results in order."""
+    shaped: list[tuple[Any, ...]] = []
+    calls: dict[str, int] = {}
+    for message in messages:
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                calls[call["id"] or ""] = len(calls)
+            named = [(c["name"], c["args"]) for c in message.tool_calls]
+            shaped.append(("ai", message.text, named))
+        elif isinstance(message, ToolMessage):
+            answers = calls.get(message.tool_call_id)
+            shaped.append(("tool", message.text, message.name, message.status, answers))
+        else:
+            shaped.append((message.type, message.text))
+    return shaped
+
+
+async def replay(client: Client, thread_id: str, workflows: list[type] | None = None) -> None:
+    """Replay the thread's recorded workflow history; raises if the code no longer fits it."""
+    history = await client.get_workflow_handle(workflow_id(thread_id)).fetch_history()
+    runner = SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("graph", "tools", "tests")
+    )
+    replayer = Replayer(workflows=workflows or [FerryTurn], workflow_runner=runner)
+    await replayer.replay_workflow(history)

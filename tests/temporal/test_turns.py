@@ -1,0 +1,78 @@
+"""A turn run on a real Temporal dev server: stored like an in-process turn, replayable."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio import workflow
+
+from graph.temporal import connect, run_turn
+from graph.temporal.shapes import WORKFLOW_NAME, TurnInput
+from graph.temporal.workflow import FerryTurn
+from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
+from tests.temporal.helpers import ferry_graph, replay, shape, worker_here
+
+QUESTION = "What is 6 * 7, and what is k?"
+CALLS = openai_tool_calls(("calculator", {"expression": "6 * 7"}), ("lookup", {"key": "k"}))
+ANSWER = "6 * 7 = 42, and k = 42."
+
+
+@pytest.fixture
+def model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> OpenAIServer:
+    with OpenAIServer() as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-fake")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+        monkeypatch.setenv("FERRY_MODEL", "openai:gpt-4.1-mini")
+        monkeypatch.setenv("FERRY_TEST_TOOL_LOG", str(tmp_path / "tools.log"))
+        yield server
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class TurnWithAPause(FerryTurn):
+    """FerryTurn changed as a careless edit would: a timer before the first step."""
+
+    @workflow.run
+    async def run(self, turn: TurnInput) -> dict[str, Any]:
+        await workflow.sleep(0.01)
+        return await super().run(turn)
+
+
+def test_a_temporal_turn_is_stored_as_an_in_process_turn_and_replays(
+    temporal_env: dict[str, str], model: OpenAIServer, tmp_path: Path
+) -> None:
+    model.script([CALLS, openai_answer(ANSWER), CALLS, openai_answer(ANSWER)])
+
+    async def main() -> tuple[dict[str, Any], list[Any], list[Any]]:
+        client = await connect()
+        with ferry_graph() as graph:
+            here = graph.invoke(
+                {"messages": [("user", QUESTION)]}, {"configurable": {"thread_id": "here"}}
+            )
+            async with worker_here(client, graph):
+                report = await run_turn(client, "there", QUESTION)
+            there = graph.get_state({"configurable": {"thread_id": "there"}}).values
+        await replay(client, "there")
+        # A change to the workflow's decisions no longer fits the recorded history.
+        with pytest.raises(Exception, match="[Nn]ondetermin"):
+            await replay(client, "there", [TurnWithAPause])
+        return report, here["messages"], there["messages"]
+
+    report, here, there = asyncio.run(main())
+    assert shape(there) == shape(here)
+    assert [m.type for m in there] == ["human", "ai", "tool", "tool", "ai"]
+    assert there[-1].text == ANSWER
+    assert list(report) == [
+        "thread_id", "answer", "stop_reason", "model_calls", "tool_calls", "usage",
+    ]  # fmt: skip
+    assert report["thread_id"] == "there" and report["answer"] == ANSWER
+    assert report["stop_reason"] == "answered" and report["model_calls"] == 2
+    assert [(c["name"], c["args"], c["status"]) for c in report["tool_calls"]] == [
+        ("calculator", {"expression": "6 * 7"}, "success"),
+        ("lookup", {"key": "k"}, "success"),
+    ]
+    assert [c["id"] for c in report["tool_calls"]] == [m.tool_call_id for m in there[2:4]]
+    assert set(report["usage"]) == {"input_tokens", "output_tokens", "total_tokens"}
+    assert model.rejections == []  # every request was one the real API accepts
