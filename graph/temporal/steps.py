@@ -16,7 +16,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, cast
 
-from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
 from graph.cli.render import Progress, RunSummary, _record, json_report, pending_approvals_of
@@ -120,8 +120,10 @@ def _stream(
             for node, update in chunk.items():
                 if node in _NODES:
                     worked = True
-                if isinstance(update, dict):
-                    _record(node, update, summary, progress)
+                # Tasks of one node that finish together arrive as one list of updates.
+                for one in update if isinstance(update, list) else [update]:
+                    if isinstance(one, dict):
+                        _record(node, one, summary, progress)
     finally:
         parts.close()
     return worked
@@ -150,11 +152,3 @@ def _summary(state: StateSnapshot, summary: RunSummary, notes: str, thread_id: s
         stop_reason=report["stop_reason"] if after == END else None,
         answer=report["answer"] if after == END else "",
     )
-
-
-def tool_results(summary: StepSummary) -> list[str]:
-    """The ids of the calls a step answered (for tests and the bench)."""
-    return [str(call["id"]) for call in summary.tool_calls]
-
-
-__all__ = ["STOP_BEFORE", "ToolMessage", "advance", "step_config", "tool_results"]

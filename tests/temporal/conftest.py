@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.langgraph_dev import free_port
+from tests.support.servers.openai import OpenAIServer
 
 BINARY = Path(sys.executable).parent / "temporal"
 START_LIMIT_S = 60.0  # a hang guard: the dev server answers within seconds
@@ -92,3 +93,14 @@ def temporal_env(
     for name, value in settings.items():
         monkeypatch.setenv(name, value)
     return settings
+
+
+@pytest.fixture
+def model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[OpenAIServer]:
+    """The OpenAI emulator as the workers' model; the tools' run log under `tmp_path`."""
+    with OpenAIServer() as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-fake")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+        monkeypatch.setenv("FERRY_MODEL", "openai:gpt-4.1-mini")
+        monkeypatch.setenv("FERRY_TEST_TOOL_LOG", str(tmp_path / "tools.log"))
+        yield server

@@ -51,14 +51,15 @@ async def worker_here(client: Client, graph: FerryGraph) -> AsyncIterator[None]:
 
 def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """A worker process with the tests' tools (tests/temporal/worker_process.py)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.temporal.worker_process"],
-        env={**os.environ, **env, "FERRY_TEST_TOOL_LOG": str(log)},
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=log.with_suffix(".worker.log").open("a"),
-    )
+    with log.with_suffix(".worker.log").open("a") as errors:  # the child keeps its own copy
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.temporal.worker_process"],
+            env={**os.environ, **env, "FERRY_TEST_TOOL_LOG": str(log)},
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+        )
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:

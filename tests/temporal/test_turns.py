@@ -20,16 +20,6 @@ CALLS = openai_tool_calls(("calculator", {"expression": "6 * 7"}), ("lookup", {"
 ANSWER = "6 * 7 = 42, and k = 42."
 
 
-@pytest.fixture
-def model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> OpenAIServer:
-    with OpenAIServer() as server:
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-fake")
-        monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
-        monkeypatch.setenv("FERRY_MODEL", "openai:gpt-4.1-mini")
-        monkeypatch.setenv("FERRY_TEST_TOOL_LOG", str(tmp_path / "tools.log"))
-        yield server
-
-
 @workflow.defn(name=WORKFLOW_NAME)
 class TurnWithAPause(FerryTurn):
     """FerryTurn changed as a careless edit would: a timer before the first step."""

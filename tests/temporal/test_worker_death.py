@@ -1,0 +1,116 @@
+"""A worker SIGKILLed mid-turn: another worker finishes the turn, and nobody types anything.
+
+The kill lands at a known point, by handshake: the model emulator holds a request until the
+test releases it, or a tool holds mid-call (after recording its run) while a file exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from graph.temporal import connect, start_turn, watch
+from tests.support.held import held_step
+from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
+from tests.temporal.helpers import (
+    WAIT_LIMIT_S,
+    ferry_graph,
+    replay,
+    shape,
+    start_worker,
+    stop,
+    wait_until,
+)
+from tests.temporal.worker_process import hold_file, tool_log
+
+
+def _runs() -> list[str]:
+    return tool_log().read_text().splitlines() if tool_log().exists() else []
+
+
+def test_a_turn_whose_worker_dies_mid_model_call_finishes_on_another(
+    temporal_env: dict[str, str], model: OpenAIServer
+) -> None:
+    arrived, release = threading.Event(), threading.Event()
+    model.script(
+        [
+            openai_tool_calls(("lookup", {"key": "k"})),
+            held_step(arrived, release, openai_answer("never delivered: its worker died")),
+            openai_answer("k = 42."),
+        ]
+    )
+    first = start_worker(temporal_env, tool_log())
+    second = None
+    try:
+
+        async def main() -> dict[str, object]:
+            nonlocal second
+            client = await connect()
+            handle = await start_turn(client, "dies", "What is k?")
+            assert await asyncio.to_thread(arrived.wait, WAIT_LIMIT_S)
+            stop(first)  # SIGKILL, in the middle of the second model call
+            release.set()
+            second = start_worker(temporal_env, tool_log())
+            report = await watch(handle)
+            await replay(client, "dies")
+            return report
+
+        report = asyncio.run(main())
+    finally:
+        stop(first)
+        if second is not None:
+            stop(second)
+    assert report["answer"] == "k = 42." and report["stop_reason"] == "answered"
+    assert _runs() == ["lookup k"]  # the finished call was not run again
+    with ferry_graph() as graph:
+        messages = graph.get_state({"configurable": {"thread_id": "dies"}}).values["messages"]
+    assert shape(messages) == [
+        ("human", "What is k?"),
+        ("ai", "", [("lookup", {"key": "k"})]),
+        ("tool", "k = 42", "lookup", "success", 0),
+        ("ai", "k = 42.", []),
+    ]
+    assert model.rejections == []
+
+
+def test_a_side_effect_cut_short_by_a_dead_worker_is_never_run_twice(
+    temporal_env: dict[str, str], model: OpenAIServer
+) -> None:
+    model.script(
+        [
+            openai_tool_calls(("send_payment", {"amount": 5})),
+            openai_answer("I could not confirm the payment."),
+        ]
+    )
+    hold_file().touch()
+    first = start_worker(temporal_env, tool_log())
+    second = None
+    try:
+
+        async def main() -> dict[str, object]:
+            nonlocal second
+            client = await connect()
+            handle = await start_turn(client, "pays", "Pay 5.")
+            await asyncio.to_thread(wait_until, lambda: _runs() == ["paid 5"], "the payment")
+            stop(first)  # SIGKILL, after the payment went out, before its result was stored
+            hold_file().unlink()
+            second = start_worker(temporal_env, tool_log())
+            report = await watch(handle)
+            await replay(client, "pays")
+            return report
+
+        report = asyncio.run(main())
+    finally:
+        stop(first)
+        if second is not None:
+            stop(second)
+    assert _runs() == ["paid 5"]
+    assert report["answer"] == "I could not confirm the payment."
+    [call] = report["tool_calls"]  # type: ignore[misc]
+    assert call["name"] == "send_payment" and call["status"] == "error"
+    with ferry_graph() as graph:
+        messages = graph.get_state({"configurable": {"thread_id": "pays"}}).values["messages"]
+    result = messages[2]
+    assert result.type == "tool" and result.status == "error"
+    assert "not re-run automatically" in result.text
+    assert model.rejections == []
