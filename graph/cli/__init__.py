@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from graph.cli.agent import UsageError
+from graph.cli.agent import UsageError, stdin_is_piped
 from graph.cli.errors import debug_traceback, report_failure
 from graph.cli.interrupt import exit_now, one_interrupt, quiet_after_interrupt, runs_abandoned
 from graph.cli.parser import build_parser, with_ask
@@ -33,7 +33,10 @@ def interrupted(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `ferry` console script."""
     parser = build_parser()
-    args = parser.parse_args(with_ask(parser, sys.argv[1:] if argv is None else argv))
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv and stdin_is_piped():  # `echo "what is 2+2" | ferry`: the question
+        argv = ["ask"]
+    args = parser.parse_args(with_ask(parser, argv))
     if args.command == "prune" and not (args.keep or args.before):
         parser.error("prune needs --keep N or --before DATE")
     try:

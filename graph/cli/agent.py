@@ -1,4 +1,4 @@
-"""The `ferry` commands that run the agent: ask, chat and resume (with approvals).
+"""The `ferry` commands that run the agent: ask and resume (with approvals); chat in chat.py.
 
 Heavy imports stay inside the functions, so the CLI's start-up (and `--help`) stays fast.
 """
@@ -12,7 +12,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from graph.cli.approvals import CHOICES, ask_decisions
 from graph.controls import printable, printable_json
@@ -161,12 +161,52 @@ def run_to_stop(
     return 0
 
 
-def read_question(text: str) -> str:
-    """The question as given, or read from stdin for `-`; a usage error when it is empty."""
-    question = sys.stdin.read() if text == "-" else text
-    if not question.strip():
+PIPED_INPUT_LIMIT_CHARS = 100_000
+"""The most text read from a pipe: about 25,000 tokens, a quarter of FERRY_CONTEXT_TOKENS'
+default, so the question, the tools' results and the answer still fit beside it."""
+
+
+def stdin_is_piped() -> bool:
+    """Whether stdin is a pipe or a file to read (not a terminal, not a test's closed stand-in)."""
+    try:
+        return sys.stdin is not None and sys.stdin.readable() and not sys.stdin.isatty()
+    except (OSError, ValueError):  # closed: nothing to read
+        return False
+
+
+def _read_stdin() -> str:
+    """All of stdin, up to the limit; a usage error past it (nothing stored, no model call)."""
+    try:
+        text = sys.stdin.read(PIPED_INPUT_LIMIT_CHARS + 1)
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"stdin is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    if len(text) > PIPED_INPUT_LIMIT_CHARS:
+        raise UsageError(
+            f"stdin holds more than {PIPED_INPUT_LIMIT_CHARS:,} characters, the limit for piped "
+            'input; save it under FERRY_FILES_ROOT and ask about the file: ferry "read notes.txt"'
+        )
+    return text
+
+
+def read_question(text: str | None) -> str | None:
+    """The question: the argument, with piped stdin before it as context; stdin alone for `-`.
+
+    As `llm` does, piped text comes first and the question after it (here past a blank line,
+    so the question stands apart from the text it is about). No argument (or a blank one) with
+    stdin piped: stdin is the question. None when there is no question at all; a usage error
+    when the one given is empty.
+    """
+    given = (text or "").strip()
+    reads_stdin = text == "-" or stdin_is_piped()
+    piped = _read_stdin() if reads_stdin else ""
+    context = piped.strip("\n").rstrip()  # keeps the first line's indentation (code)
+    if text == "-" or not given:
+        if context.strip():
+            return context.strip()
+        if text is None:
+            return None
         raise UsageError("the question is empty" + (" (nothing on stdin)" if text == "-" else ""))
-    return question.strip()
+    return f"{context}\n\n{given}" if context.strip() else given
 
 
 def pick_thread(graph: FerryGraph, args: argparse.Namespace) -> str | None:
@@ -191,35 +231,13 @@ def pick_thread(graph: FerryGraph, args: argparse.Namespace) -> str | None:
 def cmd_ask(args: argparse.Namespace) -> int:
     """Ask one question: a new turn on a new, given or the most recent thread."""
     question = read_question(args.question)
+    if question is None:  # as argparse says it, with the usage line
+        usage_error: Callable[[str], NoReturn] = args.usage_error
+        usage_error("the following arguments are required: question (or pipe it on stdin)")
     with open_graph(args, need_model=True) as graph:
         note = pick_thread(graph, args)
         graph_input = {"messages": [("user", question)]}
         return run_to_stop(graph, graph_input, args.thread, args.json, note=note)
-
-
-def cmd_chat(args: argparse.Namespace) -> int:
-    """Talk on one thread until end of input."""
-    with open_graph(args, need_model=True) as graph:
-        if args.thread or args.continue_:
-            pick_thread(graph, args)
-        else:
-            args.thread = str(uuid.uuid4())
-        thread_id = args.thread
-        sys.stderr.write(f"thread: {thread_id}  (Ctrl-D to end)\n")
-        while True:
-            try:
-                question = input("you> ").strip()
-            except EOFError:
-                sys.stderr.write("\n")
-                return 0
-            except KeyboardInterrupt:  # at the idle prompt: nothing runs, nothing to resume
-                if sys.stderr.isatty():
-                    sys.stderr.write("\n")
-                return 0
-            if question in ("exit", "quit"):
-                return 0
-            if question:
-                run_to_stop(graph, {"messages": [("user", question)]}, thread_id, as_json=False)
 
 
 def has_unfinished_run(state: Any) -> bool:

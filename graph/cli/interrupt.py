@@ -6,6 +6,11 @@ Ctrl-C for as long as its timeout. The CLI therefore runs the graph in a daemon 
 only reads its events: on Ctrl-C the reader stops, the run is abandoned where it stands, and
 the process ends at once (`exit_now`) without waiting for it. Whatever the run had stored
 stays stored; the calls it was running are answered on `ferry resume`, as after a kill.
+
+`ferry chat` goes on after a cancelled answer instead: the abandoned run stops at its next
+step boundary (its stream is closed, so LangGraph starts no further step), the next turn on
+the thread first waits for it (`wait_for_cancelled_runs`), and `rearm_interrupt` makes the
+next Ctrl-C interrupt again.
 """
 
 from __future__ import annotations
@@ -17,13 +22,23 @@ import queue
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+DOUBLE_PRESS_S = 0.5
+"""A Ctrl-C this soon after the one just handled is the same press, repeated: not a new one."""
+_clock = time.monotonic  # a test's own clock replaces it
+
 _abandoned: list[threading.Thread] = []
+# The stop event of the run whose code is running, in its context (its tools copy it).
+_run_stop: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "ferry_run_stop", default=None
+)
+_interrupt_handler: list[Callable[[int, Any], None]] = []  # the armed guard's, while one is
 
 
 def run_in_background(produce: Callable[[], Iterable[T]]) -> Iterator[T]:
@@ -52,6 +67,7 @@ def run_in_background(produce: Callable[[], Iterable[T]]) -> Iterator[T]:
                 close()
 
     context = contextvars.copy_context()  # the run sees the caller's context (logging ids…)
+    context.run(_run_stop.set, stop)
     runner = threading.Thread(target=context.run, args=(pump,), daemon=True, name="ferry-run")
     runner.start()
     try:
@@ -67,7 +83,8 @@ def run_in_background(produce: Callable[[], Iterable[T]]) -> Iterator[T]:
             else:
                 return
     except KeyboardInterrupt:
-        _abandoned.append(runner)  # not waited for: the process ends at once
+        stop.set()  # the run ends after its running step, if the process lives on (chat)
+        _abandoned.append(runner)  # not waited for here
         raise
     except BaseException:  # the reader failed (a closed stdout): the run ends cleanly
         stop.set()
@@ -78,6 +95,20 @@ def run_in_background(produce: Callable[[], Iterable[T]]) -> Iterator[T]:
 def runs_abandoned() -> bool:
     """Whether a run was left running (by Ctrl-C) that the process must not wait for."""
     return any(runner.is_alive() for runner in _abandoned)
+
+
+def wait_for_cancelled_runs(announce: Callable[[], None]) -> None:
+    """Wait until every run left by Ctrl-C has ended; `announce()` first if one still runs.
+
+    Its running step (a tool call, up to its timeout) finishes and is stored, so two runs
+    never overlap on a thread. Ctrl-C while waiting raises KeyboardInterrupt; the runs wait on.
+    """
+    if runs_abandoned():
+        announce()
+    while _abandoned:
+        _abandoned[0].join(timeout=0.2)  # a timed wait: Ctrl-C is seen at once
+        if not _abandoned[0].is_alive():
+            _abandoned.pop(0)
 
 
 @contextmanager
@@ -99,10 +130,46 @@ def one_interrupt() -> Iterator[None]:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, first)
+    _interrupt_handler.append(first)
     try:
         yield
     finally:
+        _interrupt_handler.remove(first)
         signal.signal(signal.SIGINT, previous)
+
+
+def rearm_interrupt() -> None:
+    """Let the next Ctrl-C interrupt again, once the last one was handled (in `one_interrupt`).
+
+    A press within DOUBLE_PRESS_S of now is still the impatient double press just handled,
+    and is ignored. Outside the guard (another thread, a process immune to Ctrl-C) nothing
+    changes.
+    """
+    if not _interrupt_handler or threading.current_thread() is not threading.main_thread():
+        return
+    armed, handled_at = _interrupt_handler[-1], _clock()
+
+    def after_the_last_press(signum: int, frame: Any) -> None:
+        if _clock() - handled_at >= DOUBLE_PRESS_S:
+            armed(signum, frame)
+
+    signal.signal(signal.SIGINT, after_the_last_press)
+
+
+class _NotFromCancelledRuns(logging.Filter):
+    """Drop the log records of a run Ctrl-C cancelled: they would land in the next prompt."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        stop = _run_stop.get()
+        return stop is None or not stop.is_set()
+
+
+def quiet_cancelled_runs(*loggers: str) -> None:
+    """Keep the log lines of cancelled runs off the handlers of `loggers` (the CLI's logs)."""
+    for name in loggers:
+        for handler in logging.getLogger(name).handlers:
+            if not any(isinstance(f, _NotFromCancelledRuns) for f in handler.filters):
+                handler.addFilter(_NotFromCancelledRuns())
 
 
 def quiet_after_interrupt() -> None:

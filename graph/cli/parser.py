@@ -8,7 +8,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from graph.cli.agent import cmd_ask, cmd_chat, cmd_resume
+from graph.cli.agent import cmd_ask, cmd_resume
+from graph.cli.chat import cmd_chat
 from graph.cli.conversion import add_conversion_commands
 from graph.cli.info import cmd_info, cmd_tools
 from graph.cli.threads import cmd_delete, cmd_history, cmd_prune, cmd_threads
@@ -106,7 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     ask = command("ask", cmd_ask, "Ask one question (a new turn) and stream the answer.")
-    ask.add_argument("question", help='the question; "-" reads it from stdin')
+    ask.add_argument(
+        "question",
+        nargs="?",
+        help='the question; piped stdin is put before it, or, alone or for "-", is the question',
+    )
+    ask.set_defaults(usage_error=ask.error)  # no question and nothing piped: argparse's error
     chat = command("chat", cmd_chat, "Ask questions interactively on one thread.")
     resume = command("resume", cmd_resume, "Continue an interrupted or crashed run.")
     history = command("history", cmd_history, "Show a thread's stored messages.")

@@ -1,0 +1,99 @@
+"""`ferry chat`: turns on one thread until end of input.
+
+Ctrl-C while an answer runs cancels that answer and brings the prompt back: the run stops at
+its next step boundary, and the turn stays resumable (`ferry resume`, or ask on: the calls it
+left are answered as interrupted). Ctrl-C at the prompt ends the chat (exit 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import uuid
+from typing import TYPE_CHECKING
+
+from graph.cli.agent import open_graph, pick_thread, run_to_stop
+from graph.cli.interrupt import (
+    exit_now,
+    quiet_after_interrupt,
+    quiet_cancelled_runs,
+    rearm_interrupt,
+    runs_abandoned,
+    wait_for_cancelled_runs,
+)
+
+if TYPE_CHECKING:
+    from graph.builder import FerryGraph
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    """Talk on one thread until end of input, `exit`, or Ctrl-C at the prompt."""
+    with open_graph(args, need_model=True) as graph:
+        quiet_cancelled_runs("ferry", "openai._base_client")  # the loggers the CLI set up
+        if args.thread or args.continue_:
+            pick_thread(graph, args)
+        else:
+            args.thread = str(uuid.uuid4())
+        sys.stderr.write(f"thread: {args.thread}  (Ctrl-D to end)\n")
+        try:
+            code = _talk(graph, args.thread)
+        except KeyboardInterrupt:  # just after a cancelled answer: as at the prompt
+            code = _left_at_prompt()
+        if runs_abandoned():  # a cancelled answer still finishing: not waited for, as in `ask`
+            quiet_after_interrupt()
+            exit_now(code)
+        return code
+
+
+def _talk(graph: FerryGraph, thread_id: str) -> int:
+    """Ask each question read at the prompt; the exit code once the person leaves."""
+    while True:
+        try:
+            question = input("you> ").strip()
+        except EOFError:
+            sys.stderr.write("\n")
+            return 0
+        except KeyboardInterrupt:  # at the idle prompt: nothing runs, nothing to resume
+            return _left_at_prompt()
+        if question in ("exit", "quit"):
+            return 0
+        if question:
+            _answer(graph, question, thread_id)
+
+
+def _answer(graph: FerryGraph, question: str, thread_id: str) -> None:
+    """One turn; Ctrl-C cancels it and returns, with the next Ctrl-C armed again."""
+    try:
+        wait_for_cancelled_runs(_say_waiting)
+    except KeyboardInterrupt:
+        _say(f"ferry: not asked: the cancelled answer is still finishing on {thread_id}")
+        rearm_interrupt()
+        return
+    try:
+        run_to_stop(graph, {"messages": [("user", question)]}, thread_id, as_json=False)
+    except KeyboardInterrupt:
+        _say(
+            f"ferry: answer cancelled; continue it with: ferry resume --thread {thread_id}, "
+            "or ask on"
+        )
+        rearm_interrupt()  # last: a Ctrl-C from here on is one at the prompt
+
+
+def _say_waiting() -> None:
+    _say(
+        "ferry: waiting for the cancelled answer to finish its running step "
+        "(a tool call may take up to its timeout, FERRY_TOOL_TIMEOUT_S)",
+        after_ctrl_c=False,
+    )
+
+
+def _say(line: str, *, after_ctrl_c: bool = True) -> None:
+    start = "\n" if after_ctrl_c and sys.stderr.isatty() else ""  # after the terminal's ^C
+    sys.stderr.write(f"{start}{line}\n")
+    sys.stderr.flush()
+
+
+def _left_at_prompt() -> int:
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    return 0
