@@ -108,6 +108,7 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
     # The folder trust store (`ferry trust`) lives under here: never the real user's config.
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / ".cache"))  # the MCP listing cache too
     monkeypatch.setenv("FERRY_DB", str(tmp_path / "ferry.db"))
     # Anything that forgets its loopback URL fails fast instead of reaching the internet.
     monkeypatch.setenv("FERRY_TAVILY_URL", "http://127.0.0.1:9")

@@ -166,6 +166,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
     settings = get_settings()
     configure_logging(settings)
+    mcp_servers(settings)  # every server started: the tools listed are live, and cached anew
     records = tool_records(settings)
     if args.json:
         print_json({"tools": records})

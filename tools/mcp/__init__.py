@@ -1,14 +1,17 @@
 """MCP servers as Ferry tools, configured in a JSON file in the standard `mcpServers` shape.
 
-    tools = mcp_tools()   # the servers' tools; starts each server once per process
-    for server in mcp_servers(): print(server.name, server.status, server.tools)
+    tools = mcp_tools()   # the servers' tools: from the listing cache, or listed by starting them
+    for server in mcp_servers(): print(server.name, server.status, server.tools)  # starts them
 
-Needs the extra `ferry-agent[mcp]` (langchain-mcp-adapters and the MCP SDK), imported only when
-a servers file is configured.
+A server whose listing is cached (tools/mcp/listing_cache.py) starts on the first call of one
+of its tools; the others start at once, all together. Needs the extra `ferry-agent[mcp]`
+(langchain-mcp-adapters and the MCP SDK), imported only when a server starts.
 """
 
 from __future__ import annotations
 
+import hashlib
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +43,7 @@ def mcp_tools(
     *,
     reserved: Iterable[str] | None = None,
     start_timeout_s: float = START_TIMEOUT_S,
+    refresh: bool = False,
 ) -> list[BaseTool]:
     """The configured servers' tools; a server that does not start is logged and left out.
 
@@ -48,11 +52,12 @@ def mcp_tools(
         reserved: Names taken already, by default the built-in tools' (`tools.TOOLS`): an MCP
             tool of one of these names, or of a name two servers share, is `<server>__<tool>`.
         start_timeout_s: How long a server may take to start.
+        refresh: Start every server to list its tools, even those whose listing is cached.
 
     Raises:
         McpConfigError: the file cannot be used, or the `mcp` extra is not installed.
     """
-    return _load(path, reserved, start_timeout_s)[0]
+    return _load(path, reserved, start_timeout_s, refresh)[0]
 
 
 def mcp_servers(
@@ -63,18 +68,17 @@ def mcp_servers(
 ) -> list[ServerInfo]:
     """Each configured server: name, transport, status (and why it failed), its tools' names.
 
-    Takes the same arguments as `mcp_tools`, and starts the servers it has not started yet.
+    Takes the same arguments as `mcp_tools`, and starts the servers this process has not
+    started yet, whether their listing is cached or not: what it reports is live, and cached.
 
     Raises:
         McpConfigError: the file cannot be used, or the `mcp` extra is not installed.
     """
-    return _load(path, reserved, start_timeout_s)[1]
+    return _load(path, reserved, start_timeout_s, refresh=True)[1]
 
 
 def close_sessions() -> None:
-    """Close every MCP session now (they close at exit anyway); later loads start them again."""
-    import sys
-
+    """Close every MCP session now (they close at exit anyway); later calls start them again."""
     if "tools.mcp.sessions" in sys.modules:  # nothing was ever opened otherwise
         from tools.mcp.sessions import close_all
 
@@ -82,24 +86,42 @@ def close_sessions() -> None:
 
 
 def _load(
-    path: Path | None, reserved: Iterable[str] | None, start_timeout_s: float
+    path: Path | None, reserved: Iterable[str] | None, start_timeout_s: float, refresh: bool
 ) -> tuple[list[BaseTool], list[ServerInfo]]:
     if reserved is None:
         from tools import TOOLS
 
         reserved = [t.name for t in TOOLS]
-    found = config_path(path)
+    found = config_path(path)  # a folder's mcp.json only once trusted: before any cache use
     if found is None:
         return [], []
     specs = read_config(found)
     if not specs:
         return [], []
-    try:
-        from tools.mcp import sessions
-        from tools.mcp.loader import build_tools
-    except ImportError as exc:
-        raise McpConfigError(
-            f"{found}: MCP servers need the extra: pip install 'ferry-agent[mcp]' ({exc})"
-        ) from exc
-    servers = sessions.connect(specs, start_timeout_s)
-    return build_tools(servers, reserved, start_timeout_s)
+    from tools.mcp.lazy import McpServer
+    from tools.mcp.listing import fingerprint
+    from tools.mcp.listing_cache import cached_listing
+    from tools.mcp.loader import build_tools
+
+    prints = {spec.key: fingerprint(spec, found) for spec in specs}
+    running = sys.modules.get("tools.mcp.sessions")  # imported once a server started
+    servers: dict[str, McpServer] = {}
+    for spec in specs:
+        live = running.started(spec) if running is not None else None
+        listing = None if refresh or live or spec.problem else cached_listing(prints[spec.key])
+        if live is not None:
+            servers[spec.key] = McpServer.running(live, prints[spec.key])
+        elif listing is not None:
+            servers[spec.key] = McpServer.listed(spec, prints[spec.key], listing)
+    unlisted = [spec for spec in specs if spec.key not in servers]
+    if unlisted:
+        try:
+            from tools.mcp import sessions
+        except ImportError as exc:
+            raise McpConfigError(
+                f"{found}: MCP servers need the extra: pip install 'ferry-agent[mcp]' ({exc})"
+            ) from exc
+        for server in sessions.connect(unlisted, start_timeout_s, prints):  # all at once
+            servers[server.spec.key] = McpServer.running(server, prints[server.spec.key])
+    config = f"{found.resolve()} {hashlib.sha256(found.read_bytes()).hexdigest()}"
+    return build_tools([servers[s.key] for s in specs], reserved, start_timeout_s, config)

@@ -1,7 +1,8 @@
 """MCP servers' tools as Ferry tools: named, described by their annotations, bridged to a session.
 
 Each tool is a `StructuredTool` with a sync `func` and an async `coroutine`, both handing the call
-to the MCP loop (tools/mcp/loop.py) and waiting at most the per-call timeout.
+to the MCP loop (tools/mcp/loop.py) and waiting at most the per-call timeout. Its server may not
+be running yet (its listing was cached): the call starts it (tools/mcp/lazy.py).
 Its `metadata` tells Ferry's guards what the tool does:
 
 - `retry_safe`: `readOnlyHint` or `idempotentHint` is true; otherwise (`destructiveHint`, or no
@@ -15,6 +16,7 @@ in the user's config makes a tool not outbound or not private. It overrides any 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -26,8 +28,11 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
-from tools.mcp import loop, sessions
+from tools.mcp import loop
 from tools.mcp.config import ServerSpec, Transport
+from tools.mcp.lazy import McpServer
+from tools.mcp.listing import ListedTool
+from tools.mcp.listing_cache import first_warning
 from tools.settings import tool_settings
 
 log = logging.getLogger("ferry.mcp")
@@ -36,8 +41,8 @@ MAX_RESULT_CHARS = 1_000_000
 _NOT_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
-_SAID: set[tuple[str, ...]] = set()
-"""The renames already logged."""
+_SAID: set[str] = set()
+"""The renames this process logged (the cache remembers them across runs, when it can)."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +52,8 @@ class ServerInfo:
     name: str
     transport: Transport
     status: str
-    """`connected`, `failed` (did not start) or `stopped` (went away; the next call restarts it)."""
+    """`connected`, `listed` (from the cache: the first call starts it), `failed` (did not start)
+    or `stopped` (went away; the next call restarts it)."""
     reason: str
     """Why it failed or stopped; empty when connected."""
     tools: tuple[str, ...]
@@ -55,36 +61,49 @@ class ServerInfo:
 
 
 def build_tools(
-    servers: list[sessions.Server], reserved: Iterable[str], start_timeout_s: float
+    servers: list[McpServer], reserved: Iterable[str], start_timeout_s: float, config: str = ""
 ) -> tuple[list[BaseTool], list[ServerInfo]]:
-    """The connected servers' tools, names that collide namespaced; and each server's info."""
-    connected = [s for s in servers if s.status == "connected"]
-    taken = Counter(_name(t.name) for s in connected for t in s.tools)
+    """The servers' tools, names that collide namespaced; and each server's info.
+
+    `config` names the servers file as it is now (its path and hash): a rename is warned of
+    once for each, not at every run.
+    """
+    taken = Counter(_name(t.name) for s in servers for t in s.tools)
     reserved = set(reserved)
     built: list[BaseTool] = []
     infos = []
     for server in servers:
         names, renamed = [], []
-        for mcp_tool in server.tools if server.status == "connected" else []:
-            name = _name(mcp_tool.name)
+        for listed in server.tools:
+            name = _name(listed.name)
             if name in reserved or taken[name] > 1:
-                name = _name(f"{server.spec.name}__{mcp_tool.name}")
-            if name != mcp_tool.name:
-                renamed.append(f"{mcp_tool.name} → {name}")
-            built.append(_ferry_tool(server, mcp_tool, name, start_timeout_s))
+                name = _name(f"{server.spec.name}__{listed.name}")
+            if name != listed.name:
+                renamed.append(f"{listed.name} → {name}")
+            built.append(_ferry_tool(server, listed, name, start_timeout_s))
             names.append(name)
         spec = server.spec
-        if renamed and (spec.name, *renamed) not in _SAID:  # once a process, however often loaded
-            _SAID.add((spec.name, *renamed))
-            log.warning(
-                f"MCP server '{spec.name}': tools renamed (a built-in tool or another server's "
-                f"has the name, or it is not a valid tool name): {', '.join(renamed)}",
-                extra={"event": "mcp_tools_renamed", "ferry_server": spec.name},
-            )
+        if renamed:
+            _warn_renamed(spec.name, renamed, config)
         infos.append(
             ServerInfo(spec.name, spec.transport, server.status, server.reason, tuple(names))
         )
     return built, infos
+
+
+def _warn_renamed(server: str, renamed: list[str], config: str) -> None:
+    """Warn of the renames once per servers file as it is: in this process, and across runs."""
+    said = json.dumps([config, server, renamed], ensure_ascii=False)
+    key = hashlib.sha256(said.encode("utf-8")).hexdigest()
+    if key in _SAID:
+        return
+    _SAID.add(key)
+    if first_warning(key):
+        log.warning(
+            f"MCP server '{server}': tools renamed (a built-in tool or another server's "
+            f"has the name, or it is not a valid tool name): {', '.join(renamed)}",
+            extra={"event": "mcp_tools_renamed", "ferry_server": server},
+        )
 
 
 def tool_metadata(server: ServerSpec, tool: str, annotations: dict[str, Any]) -> dict[str, Any]:
@@ -99,9 +118,9 @@ def tool_metadata(server: ServerSpec, tool: str, annotations: dict[str, Any]) ->
 
 
 def _ferry_tool(
-    server: sessions.Server, mcp_tool: BaseTool, name: str, start_timeout_s: float
+    server: McpServer, listed: ListedTool, name: str, start_timeout_s: float
 ) -> StructuredTool:
-    tool = mcp_tool.name
+    tool = listed.name
 
     # The run's config is found by its type: a tool's own argument may be called `config`.
     def call(ferry_run_config: RunnableConfig, **arguments: Any) -> tuple[str, Any]:
@@ -120,20 +139,24 @@ def _ferry_tool(
             raise _timed_out(server, name, timeout_s) from None
         return _capped(output)
 
-    annotations = {k: v for k, v in (mcp_tool.metadata or {}).items() if k.endswith("Hint")}
-    return StructuredTool(
+    ferry_tool = StructuredTool(
         name=name,
-        description=mcp_tool.description
-        or f"The '{tool}' tool of MCP server '{server.spec.name}'.",
-        args_schema=mcp_tool.args_schema or {"type": "object", "properties": {}},
+        description=listed.description or f"The '{tool}' tool of MCP server '{server.spec.name}'.",
+        args_schema=listed.input_schema or {"type": "object", "properties": {}},
         func=call,
         coroutine=acall,
         response_format="content_and_artifact",
-        metadata=tool_metadata(server.spec, tool, annotations),
+        metadata=tool_metadata(server.spec, tool, listed.annotations),
     )
 
+    def changed(live: ListedTool) -> None:
+        ferry_tool.metadata = tool_metadata(server.spec, tool, live.annotations)
 
-def _timed_out(server: sessions.Server, name: str, timeout_s: float) -> ToolException:
+    server.on_change[tool] = changed
+    return ferry_tool
+
+
+def _timed_out(server: McpServer, name: str, timeout_s: float) -> ToolException:
     return ToolException(
         f"{name} timed out after {timeout_s:g} s (FERRY_TOOL_TIMEOUT_S): MCP server "
         f"'{server.spec.name}' did not answer. Try again later or with a simpler request."

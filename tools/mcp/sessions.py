@@ -1,4 +1,4 @@
-"""MCP sessions: one per server, opened once per process on the MCP loop (tools/mcp/loop.py).
+"""MCP sessions: one per server, opened once per process at most, on the MCP loop (loop.py).
 
 Each session lives in a task that owns it from start to close (anyio's scopes must be left in
 the task that entered them). A session that goes away during a call is reopened by the next
@@ -19,12 +19,13 @@ from typing import IO, Any, Literal
 from langchain_core.tools import BaseTool, ToolException
 from langchain_mcp_adapters.client import MultiServerMCPClient
 from langchain_mcp_adapters.tools import load_mcp_tools
-from mcp import ClientSession, McpError, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.types import CONNECTION_CLOSED
-from pydantic import ValidationError
 
 from tools.mcp.config import ServerSpec
+from tools.mcp.failures import SessionLost, explain, result_of
+from tools.mcp.listing import listed_tool
+from tools.mcp.listing_cache import forget_listing, remember_listing
 from tools.mcp.loop import run, stop_loop
 
 Status = Literal["new", "connected", "stopped", "failed"]
@@ -42,15 +43,15 @@ _servers: dict[str, Server] = {}
 _exit_handled = False  # whether the sessions are closed at exit
 
 
-def connect(specs: Sequence[ServerSpec], start_timeout_s: float) -> list[Server]:
-    """Each spec's server: started now (all at once) unless this process started it already."""
-    global _exit_handled
+def connect(
+    specs: Sequence[ServerSpec], start_timeout_s: float, fingerprints: dict[str, str] | None = None
+) -> list[Server]:
+    """Each spec's server: started now (all at once) unless this process started it already.
+
+    `fingerprints` (spec key → fingerprint): where the listing of a server started is cached.
+    """
     with _starting:  # two threads building graphs at once start each server once
-        with _lock:
-            if not _exit_handled:
-                atexit.register(_shut_down)
-                _exit_handled = True
-            servers = [_servers.setdefault(spec.key, Server(spec)) for spec in specs]
+        servers = [server_for(spec, (fingerprints or {}).get(spec.key)) for spec in specs]
         fresh = [server for server in servers if server.status == "new"]
         if fresh:
             with suppress(TimeoutError):  # each `open` has its own bound; this one is a backstop
@@ -59,6 +60,25 @@ def connect(specs: Sequence[ServerSpec], start_timeout_s: float) -> list[Server]
                 if server.status == "new":
                     server.status, server.reason = "failed", "did not start in time"
     return servers
+
+
+def server_for(spec: ServerSpec, fingerprint: str | None = None) -> Server:
+    """This process's server of `spec`, not started if it is new (`Server.ready` starts it)."""
+    global _exit_handled
+    with _lock:
+        if not _exit_handled:
+            atexit.register(_shut_down)
+            _exit_handled = True
+        server = _servers.setdefault(spec.key, Server(spec))
+        server.fingerprint = fingerprint or server.fingerprint
+        return server
+
+
+def started(spec: ServerSpec) -> Server | None:
+    """This process's server of `spec` if it is running (its listing is live), else None."""
+    with _lock:
+        server = _servers.get(spec.key)
+    return server if server is not None and server.status == "connected" else None
 
 
 async def _open_all(servers: list[Server], start_timeout_s: float) -> None:
@@ -94,6 +114,10 @@ class Server:
         """Why the server failed or stopped."""
         self.tools: list[BaseTool] = []
         """The adapters' tools, bound to the current session."""
+        self.fingerprint: str | None = None
+        """Where its listing is cached (tools/mcp/listing_cache.py), if it is."""
+        self.told_changed: set[str] = set()
+        """Its tools whose change since the cached listing a call was answered with already."""
         self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._reopen = asyncio.Lock()
@@ -112,6 +136,9 @@ class Server:
         self._owner = asyncio.create_task(self._own(ready), name=f"mcp:{self.spec.name}")
         try:
             await asyncio.wait_for(asyncio.shield(ready), start_timeout_s)
+        except asyncio.CancelledError:  # the caller gave up (Ctrl-C, its time budget): not started
+            await self._end(cancel=True)
+            raise
         except TimeoutError:
             await self._end(cancel=True)
             self.status, self.reason = "failed", f"no answer within {start_timeout_s:g} s"
@@ -122,7 +149,11 @@ class Server:
             self.status, self.reason = "connected", ""
             extra = {"event": "mcp_server_started", "ferry_server": self.spec.name}
             log.info(f"MCP server '{self.spec.name}' started ({self.spec.transport})", extra=extra)
+            if self.fingerprint:  # what it lists now is what the next runs offer
+                remember_listing(self.fingerprint, self.spec.name, map(listed_tool, self.tools))
             return True
+        if self.fingerprint:  # the next run starts it again to list its tools, and says why not
+            forget_listing(self.fingerprint)
         self._warn_failed()
         return False
 
@@ -167,14 +198,7 @@ class Server:
             ToolException: in words the model can act on, naming the server.
         """
         name = self.spec.name
-        async with self._reopen:
-            if self.status == "stopped":  # it went away during an earlier call: restart it once
-                if not await self.open(start_timeout_s):
-                    raise ToolException(
-                        f"MCP server '{name}' stopped and did not restart: {self.reason}"
-                    )
-            elif self.status != "connected":
-                raise ToolException(f"MCP server '{name}' is not available: {self.reason}")
+        await self.ready(start_timeout_s)
         adapter_tool = next((t for t in self.tools if t.name == tool), None)
         coroutine = getattr(adapter_tool, "coroutine", None)
         if coroutine is None:
@@ -188,31 +212,32 @@ class Server:
                 task.cancel()
         try:
             if not task.done() or task.cancelled():
-                raise _Lost(self.reason or "its session ended")
-            return self._result(task)
-        except _Lost as lost:
+                raise SessionLost(self.reason or "its session ended")
+            return result_of(task, name, self._reason)
+        except SessionLost as lost:
             if self._owner is owner:
                 self.status, self.reason = "stopped", str(lost)
                 await self._end()
             raise ToolException(f"MCP server '{name}' stopped: {lost}") from None
 
-    def _result(self, task: asyncio.Future[Any]) -> Any:
+    async def ready(self, start_timeout_s: float) -> None:
+        """Start the server if it is not running: first used (its listing was cached) or stopped.
+
+        Raises:
+            ToolException: it did not start, or it was closed, naming the server and why.
+        """
         name = self.spec.name
-        try:
-            return task.result()
-        except ToolException:
-            raise  # the tool's own error (`isError`), already in the server's words
-        except McpError as exc:
-            if exc.error.code == CONNECTION_CLOSED:
-                raise _Lost(self._reason(exc)) from exc
-            raise ToolException(
-                f"MCP server '{name}' refused the call: {exc.error.message}"
-            ) from exc
-        except (ValidationError, ValueError, TypeError, NotImplementedError, RuntimeError) as exc:
-            text = _problems(exc) if isinstance(exc, ValidationError) else _first_line(exc)
-            raise ToolException(f"MCP server '{name}' sent a malformed result: {text}") from exc
-        except Exception as exc:  # noqa: BLE001 - a transport failure: the server went away
-            raise _Lost(self._reason(exc)) from exc
+        async with self._reopen:
+            if self.status == "new":  # its tools were offered from the cached listing
+                if not await self.open(start_timeout_s):
+                    raise ToolException(f"MCP server '{name}' did not start: {self.reason}")
+            elif self.status == "stopped":  # it went away during an earlier call: restart it
+                if not await self.open(start_timeout_s):
+                    raise ToolException(
+                        f"MCP server '{name}' stopped and did not restart: {self.reason}"
+                    )
+            elif self.status != "connected":
+                raise ToolException(f"MCP server '{name}' is not available: {self.reason}")
 
     async def close(self) -> None:
         """Close the session; a stdio server's process exits. Later calls are refused."""
@@ -233,46 +258,4 @@ class Server:
             self._stderr = None
 
     def _reason(self, exc: BaseException) -> str:
-        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-            exc = exc.exceptions[0]
-        if isinstance(exc, McpError):
-            text = exc.error.message
-        elif type(exc).__name__ in _STREAM_GONE:  # Ferry's write found it gone before a read did
-            text = "Connection closed"
-        elif isinstance(exc, OSError) and exc.strerror:
-            text = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
-        else:
-            text = f"{type(exc).__name__}: {_first_line(exc)}"
-        last = self._last_stderr_line()
-        return f"{text} (its stderr ends: {last})" if last else text
-
-    def _last_stderr_line(self) -> str:
-        if self._stderr is None or self._stderr.closed:
-            return ""
-        with suppress(OSError, ValueError):
-            self._stderr.flush()
-            size = self._stderr.seek(0, 2)
-            self._stderr.seek(max(0, size - 4000))
-            lines = [line.strip() for line in self._stderr.read().splitlines() if line.strip()]
-            return lines[-1][:300] if lines else ""
-        return ""
-
-
-_STREAM_GONE = ("BrokenResourceError", "ClosedResourceError")
-"""anyio's errors for a stream whose other end is gone (MCP's stdio transport uses anyio, which
-Ferry does not depend on directly): the same as the server closing the connection."""
-
-
-class _Lost(Exception):
-    """The session went away during a call; the message says why."""
-
-
-def _problems(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or 'result'}: {e['msg']}" for e in exc.errors()[:3]
-    )
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
+        return explain(exc, self._stderr)
