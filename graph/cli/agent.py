@@ -209,6 +209,15 @@ def read_question(text: str | None) -> str | None:
     return f"{context}\n\n{given}" if context.strip() else given
 
 
+def question_of(args: argparse.Namespace) -> str:
+    """The question `ask` sends (`read_question`); argparse's usage error when there is none."""
+    question = read_question(args.question)
+    if question is None:
+        usage_error: Callable[[str], NoReturn] = args.usage_error
+        usage_error("the following arguments are required: question (or pipe it on stdin)")
+    return question
+
+
 def pick_thread(graph: FerryGraph, args: argparse.Namespace) -> str | None:
     """Set `args.thread` (the most recent one for `--continue`); a note if a given id is new."""
     if args.continue_:
@@ -230,10 +239,7 @@ def pick_thread(graph: FerryGraph, args: argparse.Namespace) -> str | None:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     """Ask one question: a new turn on a new, given or the most recent thread."""
-    question = read_question(args.question)
-    if question is None:  # as argparse says it, with the usage line
-        usage_error: Callable[[str], NoReturn] = args.usage_error
-        usage_error("the following arguments are required: question (or pipe it on stdin)")
+    question = question_of(args)
     with open_graph(args, need_model=True) as graph:
         note = pick_thread(graph, args)
         graph_input = {"messages": [("user", question)]}
