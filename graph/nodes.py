@@ -28,7 +28,7 @@ from langgraph.runtime import Runtime
 
 from graph import guards
 from graph.execution import node_output, results_of, run_call, tool_node
-from graph.models import make_model
+from graph.models import images, make_model
 from graph.models.calls import ModelTimeout, ReplyCutShort, cut_short, invoke_within
 from graph.policy import approval, provenance
 from graph.policy.provenance import release_mark
@@ -117,7 +117,8 @@ class AgentNodes:
         if seconds_left(self.settings, runtime) <= 0:
             return self._stop(guards.turn_counters(messages), update, repairs, "time_budget", ids)
         history = merge_messages(messages, repairs) if repairs else messages
-        prompt = for_model(history, self.settings.context_tokens)
+        shown = images.delivery(self.bound_model, self.settings.tool_images)
+        prompt = images.as_sent(for_model(history, self.settings.context_tokens), shown)
         reply = self._complete_reply(prompt, config, runtime, ids)
         if reply is None:
             return self._stop(guards.turn_counters(messages), update, repairs, "time_budget", ids)

@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     mcp_config: Path | None = None
     """JSON file of MCP servers (`mcpServers`); by default a trusted `mcp.json` in the working
     directory."""
+    tool_images: str = Field(default="auto", pattern="^(auto|on|off)$")
+    """Images in tool results: `auto` shows them to models whose LangChain profile takes images,
+    `on` to every model, `off` to none (a note names each image instead)."""
     log_format: str = Field(default="text", pattern="^(text|json)$")
     """`text` or `json` log lines."""
     log_file: Path | None = None

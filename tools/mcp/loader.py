@@ -28,7 +28,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
-from tools.mcp import loop
+from tools.mcp import content, loop
 from tools.mcp.config import ServerSpec, Transport
 from tools.mcp.lazy import McpServer
 from tools.mcp.listing import ListedTool
@@ -123,7 +123,7 @@ def _ferry_tool(
     tool = listed.name
 
     # The run's config is found by its type: a tool's own argument may be called `config`.
-    def call(ferry_run_config: RunnableConfig, **arguments: Any) -> tuple[str, Any]:
+    def call(ferry_run_config: RunnableConfig, **arguments: Any) -> tuple[content.Content, Any]:
         timeout_s = tool_settings(ferry_run_config).tool_timeout_s
         try:
             output = loop.run(server.call(tool, arguments, start_timeout_s), timeout_s)
@@ -131,7 +131,9 @@ def _ferry_tool(
             raise _timed_out(server, name, timeout_s) from None
         return _capped(output)
 
-    async def acall(ferry_run_config: RunnableConfig, **arguments: Any) -> tuple[str, Any]:
+    async def acall(
+        ferry_run_config: RunnableConfig, **arguments: Any
+    ) -> tuple[content.Content, Any]:
         timeout_s = tool_settings(ferry_run_config).tool_timeout_s
         try:
             output = await loop.arun(server.call(tool, arguments, start_timeout_s), timeout_s)
@@ -163,19 +165,10 @@ def _timed_out(server: McpServer, name: str, timeout_s: float) -> ToolException:
     )
 
 
-def _capped(output: Any) -> tuple[str, Any]:
-    """The adapters' `(blocks, artifact)` as text for the model, at most `MAX_RESULT_CHARS`."""
+def _capped(output: Any) -> tuple[content.Content, Any]:
+    """The adapters' `(blocks, artifact)` as text (at most `MAX_RESULT_CHARS`) and images."""
     blocks, artifact = output if isinstance(output, tuple) else (output, None)
-    parts = []
-    for block in blocks if isinstance(blocks, list) else [blocks]:
-        if isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-        elif isinstance(block, dict):
-            kind = block.get("mime_type") or block.get("type")
-            parts.append(f"[{kind} content: not shown, Ferry passes tool results as text]")
-        else:
-            parts.append(str(block))
-    text = "\n".join(parts)
+    text, images = content.text_and_images(blocks)
     structured = artifact.get("structured_content") if isinstance(artifact, dict) else None
     if not text and structured is not None:
         text = json.dumps(structured, ensure_ascii=False, default=str)
@@ -189,7 +182,7 @@ def _capped(output: Any) -> tuple[str, Any]:
     if structured is not None and _restates(text, structured):
         artifact = None  # stored with the result for nothing (and unredacted, unlike the text)
     too_big = len(json.dumps(artifact, default=str)) > MAX_RESULT_CHARS
-    return text, None if too_big else artifact
+    return content.with_images(text, images), None if too_big else artifact
 
 
 def _restates(text: str, structured: Any) -> bool:
