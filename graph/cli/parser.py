@@ -12,6 +12,7 @@ from graph.cli.agent import cmd_ask, cmd_resume
 from graph.cli.chat import cmd_chat
 from graph.cli.conversion import add_conversion_commands
 from graph.cli.info import cmd_info, cmd_tools
+from graph.cli.temporal import add_temporal_commands
 from graph.cli.threads import cmd_delete, cmd_history, cmd_prune, cmd_threads
 from graph.cli.tool_call import add_tool_call_command
 from graph.cli.trust import add_trust_commands
@@ -19,6 +20,7 @@ from graph.cli.trust import add_trust_commands
 COMMANDS = (
     *("ask", "chat", "resume", "history", "threads", "delete", "prune", "info", "tools"),
     *("trust", "untrust", "migrate", "export"),
+    *("worker", "cancel"),
 )
 _TOP_LEVEL_OPTIONS = ("-h", "--help", "--version")
 
@@ -151,4 +153,5 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     add_trust_commands(sub)
     add_conversion_commands(sub)
+    add_temporal_commands(sub)  # worker, cancel; ask/chat/resume routed to Temporal when asked
     return parser

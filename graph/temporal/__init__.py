@@ -41,7 +41,7 @@ Python: `report = await run_turn(await connect(), thread_id, "question")`, the o
 from __future__ import annotations
 
 from graph.temporal.client import (
-    TurnCancelled,
+    TurnFailed,
     TurnRunning,
     cancel,
     connect,
@@ -54,7 +54,7 @@ from graph.temporal.client import (
 from graph.temporal.shapes import workflow_id
 
 __all__ = [
-    "TurnCancelled",
+    "TurnFailed",
     "TurnRunning",
     "cancel",
     "connect",

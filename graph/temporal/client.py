@@ -6,6 +6,7 @@ report = await run_turn(client, thread_id, "What is 150 * 3?")  # `ask --json`'s
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ from temporalio.client import (
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
 from graph.settings import ConfigError, Settings, get_settings
@@ -47,12 +49,17 @@ class TurnRunning(ThreadBusy):
         )
 
 
-class TurnCancelled(RuntimeError):
-    """The turn's workflow was cancelled (`ferry cancel`) or terminated before it stopped."""
+class TurnFailed(RuntimeError):
+    """The turn's workflow failed, or was cancelled (`ferry cancel`) or terminated."""
 
 
-async def connect(settings: Settings | None = None, address: str | None = None) -> Client:
+async def connect(
+    settings: Settings | None = None, address: str | None = None, runtime: Runtime | None = None
+) -> Client:
     """A client of the Temporal frontend; one clear line naming the address if unreachable.
+
+    `runtime`: the SDK's thread pool; by default its process-wide one (see graph/cli/temporal.py
+    for why the CLI brings its own).
 
     Raises:
         ConfigError: no Temporal server answers at the address.
@@ -60,9 +67,11 @@ async def connect(settings: Settings | None = None, address: str | None = None) 
     settings = settings or get_settings()
     target = address or settings.temporal_address or DEFAULT_ADDRESS
     try:
-        return await Client.connect(target, namespace=settings.temporal_namespace)
+        return await Client.connect(target, namespace=settings.temporal_namespace, runtime=runtime)
     except RuntimeError as exc:  # the core SDK's connection failure
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        # Its text nests the transport's errors; the OS's message at the bottom says it best.
+        found = re.findall(r'message: \\?"([^"\\]+)', str(exc))
+        reason = found[-1] if found else (str(exc).splitlines() or [type(exc).__name__])[0]
         raise ConfigError(
             f"cannot reach Temporal at {target} (FERRY_TEMPORAL_ADDRESS): {reason}"
         ) from exc
@@ -118,7 +127,7 @@ async def watch(
     the turn running: `ferry resume --thread ID` watches it again.
 
     Raises:
-        TurnCancelled: the turn was cancelled or terminated.
+        TurnFailed: the turn failed, or was cancelled or terminated.
     """
     seen = 0
     while True:
@@ -137,11 +146,19 @@ async def _result(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
     try:
         result = await handle.result()
     except WorkflowFailureError as exc:
-        raise TurnCancelled(
-            f"the Temporal run of {handle.id} ended without an answer ({exc.cause}); "
-            "the thread can be resumed"
+        raise TurnFailed(
+            f"the Temporal run of {handle.id} ended without an answer: {_reason(exc)}"
         ) from exc
     return ordered_report(result)
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost cause of a workflow's failure, in one line."""
+    while getattr(exc, "cause", None) is not None:
+        exc = exc.cause  # type: ignore[attr-defined]  # Temporal's failures chain by `cause`
+    kind = getattr(exc, "type", None) or type(exc).__name__
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{kind}: {text}" if text else str(kind)
 
 
 async def run_turn(

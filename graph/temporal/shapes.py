@@ -81,6 +81,7 @@ class Progress:
 
 REPORT_KEYS = ("thread_id", "answer", "stop_reason", "model_calls", "tool_calls", "usage")
 CALL_KEYS = ("id", "name", "args", "status", "duration_ms")
+PENDING_KEYS = ("id", "name", "args", "description")
 
 
 def ordered_report(report: dict[str, Any]) -> dict[str, Any]:
@@ -89,4 +90,9 @@ def ordered_report(report: dict[str, Any]) -> dict[str, Any]:
     ordered["tool_calls"] = [
         {key: call[key] for key in CALL_KEYS if key in call} for call in report["tool_calls"]
     ]
+    if "pending_approvals" in report:
+        ordered["pending_approvals"] = [
+            {key: call[key] for key in PENDING_KEYS if key in call}
+            for call in report["pending_approvals"]
+        ]
     return {**ordered, **{k: v for k, v in report.items() if k not in ordered}}

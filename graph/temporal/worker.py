@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from temporalio import activity
 from temporalio.client import Client
+from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -119,14 +120,19 @@ async def serve_graph(
         steps.close()
 
 
-async def serve(settings: Settings) -> None:
-    """`ferry worker`: serve Ferry's turns on the configured database until stopped."""
+async def serve(
+    settings: Settings, ready: Callable[[], None] = lambda: None, runtime: Runtime | None = None
+) -> None:
+    """`ferry worker`: serve Ferry's turns on the configured database until stopped.
+
+    `ready` is called once Temporal answered and the graph is built; `runtime` as for `connect`.
+    """
     from graph.builder import build_graph
     from graph.models import make_model
     from graph.storage import open_saver
     from graph.temporal.client import connect
 
-    client = await connect(settings)
+    client = await connect(settings, runtime=runtime)
     model = make_model(settings.model)  # a missing key fails now, not at the first turn
     with open_saver(settings) as saver:
 
@@ -135,4 +141,5 @@ async def serve(settings: Settings) -> None:
             return build_graph(model=make_model(spec), checkpointer=saver, settings=chosen)
 
         graph = build_graph(model=model, checkpointer=saver, settings=settings)
+        ready()
         await serve_graph(client, graph, settings, graph_for_model)

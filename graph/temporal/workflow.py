@@ -32,8 +32,21 @@ STEP_RETRIES = RetryPolicy(
     initial_interval=timedelta(seconds=0.5),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=8),
+    # What a retry cannot mend: a setting, a refused key or request, a reply cut short twice,
+    # a write Ferry refuses. The turn fails with the error's one line, as in-process.
+    non_retryable_error_types=[
+        "ConfigError",
+        "ReplyCutShort",
+        "UnreleasedCallError",
+        "ClientCommandError",
+        "ValueError",
+        "AuthenticationError",
+        "PermissionDeniedError",
+        "NotFoundError",
+        "BadRequestError",
+    ],
 )
-"""Ferry's backoff (tools/http.py: 0.5 s doubling, at most 8 s), until the turn's time runs out.
+"""Ferry's backoff (tools/http.py: 0.5 s doubling, at most 8 s), while the turn has time.
 
 Every step may be retried: a model step stores nothing until the reply is whole, a tool step
 replays finished calls from their saved writes, and a `retry_safe=False` call that had started
@@ -84,6 +97,7 @@ class FerryTurn:
                 step,
                 result_type=StepSummary,
                 start_to_close_timeout=timedelta(seconds=left + STEP_MARGIN_S),
+                schedule_to_close_timeout=timedelta(seconds=left + STEP_MARGIN_S),
                 heartbeat_timeout=HEARTBEAT,
                 retry_policy=STEP_RETRIES,
             )
