@@ -1,0 +1,143 @@
+"""`ferry` handing turns to Temporal: the same output, `--json` and exit codes as in-process.
+
+Each test runs `ferry` processes against a worker process (tests/temporal/worker_process.py)
+on the session's Temporal dev server, with the OpenAI emulator as the model.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli_helpers import ferry, ferry_env, kill, new_thread_id, start_ferry
+from tests.support.held import HOLD_LIMIT_S, held_step
+from tests.support.servers.base import closed_port_url
+from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
+from tests.temporal.helpers import start_worker, stop
+from tests.temporal.worker_process import tool_log
+
+CALC = openai_tool_calls(("calculator", {"expression": "6 * 7"}))
+REPORT_KEYS = ["thread_id", "answer", "stop_reason", "model_calls", "tool_calls", "usage"]
+
+
+@pytest.fixture
+def env(tmp_path: Path, model: OpenAIServer, temporal_env: dict[str, str]) -> dict[str, str]:
+    return {
+        **ferry_env(tmp_path, model=model),
+        **temporal_env,
+        "FERRY_TEST_TOOL_LOG": str(tool_log()),
+    }
+
+
+@pytest.fixture
+def worker(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    process = start_worker(env, tool_log())
+    yield process
+    stop(process)
+
+
+def in_process(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k != "FERRY_TEMPORAL_ADDRESS"}
+
+
+def test_ask_on_temporal_prints_what_it_prints_in_process_and_the_thread_goes_both_ways(
+    env: dict[str, str], worker: object, model: OpenAIServer, tmp_path: Path
+) -> None:
+    model.script([CALC, openai_answer("It is 42."), openai_answer("Still 42."), CALC,
+                  openai_answer("42 again.")])  # fmt: skip
+    plain = ferry("ask", "What is 6 * 7?", env=env, cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout == "It is 42.\n"
+    thread = new_thread_id(plain.stderr)
+    assert '→ calculator(expression="6 * 7")' in plain.stderr and "✓ calculator" in plain.stderr
+    here = ferry("ask", "--json", "--thread", thread, "And now?", env=in_process(env), cwd=tmp_path)
+    there = ferry("ask", "--json", "--thread", thread, "Once more?", env=env, cwd=tmp_path)
+    assert here.returncode == there.returncode == 0, (here.stderr, there.stderr)
+    local, remote = json.loads(here.stdout), json.loads(there.stdout)
+    assert list(remote) == list(local) == REPORT_KEYS
+    assert remote["answer"] == "42 again." and remote["stop_reason"] == "answered"
+    assert remote["model_calls"] == 2
+    assert [(c["name"], c["status"]) for c in remote["tool_calls"]] == [("calculator", "success")]
+    assert list(remote["tool_calls"][0]) == ["id", "name", "args", "status", "duration_ms"]
+    history = ferry("history", "--json", "--thread", thread, env=in_process(env), cwd=tmp_path)
+    roles = [m["role"] for m in json.loads(history.stdout)["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant", "user", "assistant", "user",
+                     "assistant", "tool", "assistant"]  # fmt: skip
+    assert model.rejections == []
+
+
+def test_no_temporal_server_is_one_line_naming_the_address(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    address = closed_port_url().removeprefix("http://")
+    for args in (
+        ("ask", "--temporal", address, "What is 6 * 7?"),
+        ("worker", "--temporal", address),
+    ):
+        done = ferry(*args, env=env, cwd=tmp_path)
+        lines = [line for line in done.stderr.splitlines() if not line.startswith("thread: ")]
+        assert done.returncode == 1, done.stderr
+        assert len(lines) == 1 and lines[0].startswith(f"ferry: cannot reach Temporal at {address}")
+
+
+def test_an_approval_waits_on_temporal_for_resume_approve(
+    env: dict[str, str], model: OpenAIServer, tmp_path: Path
+) -> None:
+    model.script([CALC, openai_answer("It is 42.")])
+    process = start_worker({**env, "FERRY_APPROVE_TOOLS": "calculator"}, tool_log())
+    try:
+        asked = ferry("ask", "--json", "What is 6 * 7?", env=env, cwd=tmp_path)
+        report = json.loads(asked.stdout)
+        assert asked.returncode == 0 and report["stop_reason"] == "awaiting_approval"
+        assert [p["name"] for p in report["pending_approvals"]] == ["calculator"]
+        thread = report["thread_id"]
+        decided = ferry("resume", "--json", "--thread", thread, "--approve", env=env, cwd=tmp_path)
+        assert decided.returncode == 0, decided.stderr
+        resumed = json.loads(decided.stdout)
+        assert resumed["answer"] == "It is 42." and resumed["stop_reason"] == "answered"
+        assert [c["status"] for c in resumed["tool_calls"]] == ["success"]
+    finally:
+        stop(process)
+
+
+def test_the_run_outlives_a_killed_client_and_resume_prints_its_answer(
+    env: dict[str, str], worker: object, model: OpenAIServer, tmp_path: Path
+) -> None:
+    arrived, release = threading.Event(), threading.Event()
+    model.script([CALC, held_step(arrived, release, openai_answer("It is 42."))])
+    client = start_ferry("ask", "--thread", "kept", "What is 6 * 7?", env=env, cwd=tmp_path)
+    try:
+        assert arrived.wait(HOLD_LIMIT_S)
+        kill(client)  # SIGKILL: the run is on a worker, not in this process
+    finally:
+        release.set()
+    resumed = ferry("resume", "--thread", "kept", env=env, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout == "It is 42.\n"
+
+
+def test_cancel_stops_the_turn_and_its_client_says_so(
+    env: dict[str, str], worker: object, model: OpenAIServer, tmp_path: Path
+) -> None:
+    arrived, release = threading.Event(), threading.Event()
+    model.script([held_step(arrived, release, openai_answer("never shown"))])
+    client = start_ferry("ask", "--thread", "stopped", "What is 6 * 7?", env=env, cwd=tmp_path)
+    try:
+        assert arrived.wait(HOLD_LIMIT_S)
+        cancelled = ferry("cancel", "--thread", "stopped", env=env, cwd=tmp_path)
+        out, err = client.communicate(timeout=HOLD_LIMIT_S)
+    finally:
+        release.set()
+        kill(client)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert "its Temporal run is cancelled" in cancelled.stderr
+    assert client.returncode == 1 and out == ""
+    assert err.strip().splitlines()[-1].startswith("ferry: ")
+    assert "ended without an answer" in err
+    again = ferry("cancel", "--thread", "stopped", env=env, cwd=tmp_path)
+    assert again.returncode == 1 and "no turn running on Temporal" in again.stderr
