@@ -130,6 +130,8 @@ def _not_ours(status: os.stat_result, path: Path) -> str:
 def _malformed(data: Any) -> str:
     if not isinstance(data, dict) or data.get("version") != VERSION:
         return f'is not one Ferry wrote (expected {{"version": {VERSION}, …}})'
+    if set(data) != {"version", "servers", "warned"}:
+        return "has keys Ferry does not write"
     servers, warned = data.get("servers"), data.get("warned")
     if not isinstance(servers, dict) or not isinstance(warned, list):
         return 'has no "servers" object or no "warned" list'
@@ -144,6 +146,7 @@ def _malformed(data: Any) -> str:
 def _is_entry(entry: Any) -> bool:
     return (
         isinstance(entry, dict)
+        and set(entry) == {"server", "listed_at", "tools"}
         and isinstance(entry.get("server"), str)
         and isinstance(entry.get("listed_at"), int | float)
         and isinstance(entry.get("tools"), list)
