@@ -119,6 +119,7 @@ def run_to_stop(
     """
     from langgraph.types import Command
 
+    from graph.cli.cancel import StopCancelledAnswer
     from graph.cli.render import (
         Progress,
         RunSummary,
@@ -130,6 +131,7 @@ def run_to_stop(
     from graph.nodes import CAN_APPROVE
 
     config = thread_config(thread_id)
+    config["callbacks"] = [StopCancelledAnswer()]  # Ctrl-C in chat: the reply is not stored
     progress = Progress(out=None if as_json else sys.stdout)
     summary = RunSummary()
     on_start: Callable[[], None] = functools.partial(_say, note) if note else _nothing

@@ -92,6 +92,12 @@ def run_in_background(produce: Callable[[], Iterable[T]]) -> Iterator[T]:
         raise
 
 
+def run_cancelled() -> bool:
+    """Whether the run whose code calls this was cancelled by Ctrl-C (False outside a run)."""
+    stop = _run_stop.get()
+    return stop is not None and stop.is_set()
+
+
 def runs_abandoned() -> bool:
     """Whether a run was left running (by Ctrl-C) that the process must not wait for."""
     return any(runner.is_alive() for runner in _abandoned)
@@ -160,8 +166,7 @@ class _NotFromCancelledRuns(logging.Filter):
     """Drop the log records of a run Ctrl-C cancelled: they would land in the next prompt."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        stop = _run_stop.get()
-        return stop is None or not stop.is_set()
+        return not run_cancelled()
 
 
 def quiet_cancelled_runs(*loggers: str) -> None:

@@ -14,6 +14,7 @@ import pty
 import re
 import select
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -31,7 +32,8 @@ from tests.support.cli_helpers import (
     succeeded,
     tool_results,
 )
-from tests.support.held import HOLD_LIMIT_S, HeldForecastServer
+from tests.support.held import HOLD_LIMIT_S, HeldForecastServer, held_step
+from tests.support.servers.openai import OpenAIServer, openai_answer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -232,3 +234,46 @@ def test_ctrl_c_at_the_idle_prompt_ends_the_chat_with_0(chat: Chat) -> None:
     chat.wait()
     assert re.search(r"\nyou> (\^C)+\n$", chat.screen), chat.screen  # and nothing more
     assert "ferry:" not in chat.screen, chat.screen
+
+
+def test_ctrl_c_mid_model_call_stores_no_cancelled_reply(tmp_path: Path, cli: Ferry) -> None:
+    arrived, release = threading.Event(), threading.Event()
+    with OpenAIServer() as openai:
+        openai.script(
+            [
+                # The reply the person cancels: it arrives only after Ctrl-C, and is dropped.
+                held_step(arrived, release, openai_answer("Every hour, day and night.")),
+                openai_answer("Every two hours at night."),
+            ]
+        )
+        env = ferry_env(tmp_path, model=openai)
+        chat = Chat(str(uuid.uuid4()), env=env, cwd=tmp_path)
+        try:
+            chat.expect("you> ")
+            chat.type("How often do ferries run?")
+            assert arrived.wait(HOLD_LIMIT_S), "the model was never called"
+            chat.ctrl_c()
+            chat.expect("^C\n" + cancelled_line(chat.thread_id) + "\nyou> ")
+            chat.type("And at night?")
+            chat.expect(WAITING)  # the model call is still out
+            release.set()
+            chat.expect("Every two hours at night.\nyou> ")
+            chat.ctrl_d()
+            assert chat.wait() == 0
+        finally:
+            release.set()
+            chat.close()
+        assert "Every hour" not in chat.screen, chat.screen
+        assert openai.rejections == []
+        openai.assert_complete()
+        sent = openai.chat_requests()[-1]["messages"]
+        assert [m["content"] for m in sent if m["role"] == "user"] == [
+            "How often do ferries run?",
+            "And at night?",
+        ]
+    messages = history(chat.thread_id, env=env, cwd=tmp_path, run=cli)
+    assert messages == [
+        {"role": "user", "content": "How often do ferries run?"},
+        {"role": "user", "content": "And at night?"},
+        {"role": "assistant", "content": "Every two hours at night."},
+    ]
