@@ -1,8 +1,9 @@
 """`ferry chat`: turns on one thread until end of input.
 
 Ctrl-C while an answer runs cancels that answer and brings the prompt back: the run stops at
-its next step boundary, and the turn stays resumable (`ferry resume`, or ask on: the calls it
-left are answered as interrupted). Ctrl-C at the prompt ends the chat (exit 0).
+its next step boundary (a reply still being written is dropped: graph/cli/cancel.py), and the
+turn stays resumable (`ferry resume`, or ask on: the calls it left are answered as
+interrupted). Ctrl-C at the prompt ends the chat (exit 0).
 """
 
 from __future__ import annotations
