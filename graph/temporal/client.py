@@ -119,7 +119,7 @@ async def running_turn(client: Client, thread_id: str) -> WorkflowHandle[Any, An
 
 
 async def watch(
-    handle: WorkflowHandle[Any, Any], on_line: Callable[[str], None] = lambda _line: None
+    handle: WorkflowHandle[Any, Any], on_line: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
     """Follow a turn to its stop or its pause for approval; `ask --json`'s object.
 
@@ -129,15 +129,16 @@ async def watch(
     Raises:
         TurnFailed: the turn failed, or was cancelled or terminated.
     """
-    seen = 0
+    seen = 0 if on_line else -1  # without lines to show, one answer when the turn stops
     while True:
         try:
             progress = await handle.execute_update(PROGRESS_UPDATE, seen, result_type=Progress)
         except (RPCError, WorkflowUpdateFailedError):  # the workflow closed meanwhile
             return await _result(handle)
-        for line in progress.lines:
-            on_line(line)
-        seen += len(progress.lines)
+        if on_line:
+            for line in progress.lines:
+                on_line(line)
+            seen += len(progress.lines)
         if progress.state != "running" and progress.report is not None:
             return ordered_report(progress.report)
 
@@ -168,9 +169,12 @@ async def run_turn(
     *,
     model: str | None = None,
     settings: Settings | None = None,
-    on_line: Callable[[str], None] = lambda _line: None,
+    on_line: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Ask `question` on the thread through Temporal; what `ferry ask --json` prints."""
+    """Ask `question` on the thread through Temporal; what `ferry ask --json` prints.
+
+    `on_line` is handed each progress line (`→ lookup(key="k")`, `✓ lookup 3 ms`) as it comes.
+    """
     handle = await start_turn(client, thread_id, question, model=model, settings=settings)
     return await watch(handle, on_line)
 

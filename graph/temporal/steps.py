@@ -1,9 +1,10 @@
 """One step of a thread, run by an activity: Ferry's compiled graph, stopped at node boundaries.
 
 A model step stores the turn's input (a question, a decision) if it is not stored yet, then
-runs `call_model` and `check`; a tool step runs the `execute_tool` tasks `check` released.
-Each stops where `interrupt_before=["call_model", "execute_tool"]` stops the graph, so every
-checkpoint, message id and stored history is the one an in-process run writes. A step that is
+runs `call_model` and `check`, stopped by `interrupt_after=["check"]`; a tool step runs the
+`execute_tool` tasks `check` released, stopped by `interrupt_before=["call_model"]`. Each is
+one invocation of the graph, so every checkpoint, message id and stored history is the one an
+in-process run writes. A step that is
 retried (its worker died) finds what its first attempt stored: the question is not stored twice,
 a finished tool call is replayed from its saved write, and a `retry_safe=False` call that had
 started is answered "not re-run" from its start record.
@@ -30,7 +31,10 @@ if TYPE_CHECKING:
 
     from graph.builder import FerryGraph
 
-STOP_BEFORE = ["call_model", "execute_tool"]
+STOPS: dict[str, dict[str, list[str]]] = {
+    MODEL: {"interrupt_after": ["check"]},
+    TOOLS: {"interrupt_before": ["call_model"]},
+}
 _NODES = ("call_model", "check", "execute_tool")
 
 
@@ -60,6 +64,8 @@ def _context(seconds_left: float, budget_s: float) -> RunContext:
 
 def _first_input(graph: FerryGraph, step: StepInput, config: RunnableConfig) -> Any:
     """The step's input, unless an earlier attempt of the same step already stored it."""
+    if step.question is None and step.decision is None:
+        return None
     state = graph.get_state(config)
     if step.question is not None:
         stored = {m.id for m in (state.values or {}).get("messages", [])}
@@ -83,7 +89,7 @@ def advance(
     graph_input = _first_input(graph, step, config)
     summary, notes = RunSummary(), io.StringIO()
     progress = Progress(out=None, err=notes)
-    for _ in range(3):  # storing the input, then the node's work; a third pass never runs
+    for _ in range(2):  # a second pass only if the first stopped before doing anything
         worked = _stream(graph, graph_input, config, summary, progress, step, budget_s, cancelled)
         graph_input = None
         state = graph.get_state(config)
@@ -108,7 +114,7 @@ def _stream(
         graph_input,
         config,
         stream_mode="updates",
-        interrupt_before=STOP_BEFORE,
+        **STOPS.get(step.kind, STOPS[MODEL]),
         context=_context(step.seconds_left, budget_s),
     )
     try:

@@ -49,12 +49,14 @@ class Steps:
         graph: FerryGraph,
         settings: Settings,
         graph_for_model: Callable[[str], FerryGraph] | None = None,
+        max_steps: int = MAX_STEPS,
     ) -> None:
         self._graph, self._settings = graph, settings
+        self.max_steps = max_steps
         self._graph_for_model = graph_for_model
         self._graphs: dict[str, FerryGraph] = {}
         self._lock = threading.Lock()
-        self._threads = concurrent.futures.ThreadPoolExecutor(MAX_STEPS, "ferry-step")
+        self._threads = concurrent.futures.ThreadPoolExecutor(max_steps, "ferry-step")
 
     def graph(self, model: str | None) -> FerryGraph:
         """The graph a step runs on: the worker's, or one built for the model the client named."""
@@ -102,7 +104,7 @@ def make_worker(client: Client, steps: Steps, task_queue: str) -> Worker:
         workflows=[FerryTurn],
         workflow_runner=WORKFLOW_RUNNER,
         activities=[steps.step],
-        max_concurrent_activities=MAX_STEPS,
+        max_concurrent_activities=steps.max_steps,
     )
 
 
@@ -111,9 +113,13 @@ async def serve_graph(
     graph: FerryGraph,
     settings: Settings,
     graph_for_model: Callable[[str], FerryGraph] | None = None,
+    max_steps: int = MAX_STEPS,
 ) -> None:
-    """Run a worker on `graph` until cancelled (tests and embedding programs pass their own)."""
-    steps = Steps(graph, settings, graph_for_model)
+    """Run a worker on `graph` until cancelled (tests and embedding programs pass their own).
+
+    `max_steps`: the steps it runs at once; more wait in Temporal's queue for any worker.
+    """
+    steps = Steps(graph, settings, graph_for_model, max_steps)
     try:
         await make_worker(client, steps, settings.temporal_task_queue).run()
     finally:
