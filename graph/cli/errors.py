@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from graph.cli.agent import UsageError, UserError, print_json
@@ -78,3 +79,11 @@ def debug_traceback() -> int:
 
     sys.stderr.write(redact(traceback.format_exc()))
     return 1
+
+
+def did_you_mean(word: str, known: Sequence[str]) -> str:
+    """`; did you mean 'x'?` for the known word closest to `word`, or nothing if none is close."""
+    from difflib import get_close_matches
+
+    close = get_close_matches(word, known, n=1, cutoff=0.7)
+    return f"; did you mean {close[0]!r}?" if close else ""

@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 from graph.cli.agent import cmd_ask, cmd_resume
 from graph.cli.chat import cmd_chat
 from graph.cli.conversion import add_conversion_commands
+from graph.cli.errors import did_you_mean
 from graph.cli.info import cmd_info, cmd_tools
 from graph.cli.temporal import add_temporal_commands
 from graph.cli.threads import cmd_delete, cmd_history, cmd_prune, cmd_threads
@@ -55,14 +56,6 @@ def _options_of(parser: argparse.ArgumentParser, command: str) -> list[str]:
         if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
             return list(action.choices[command]._option_string_actions)  # noqa: SLF001
     return []
-
-
-def did_you_mean(word: str, known: Sequence[str]) -> str:
-    """`; did you mean 'x'?` for the known word closest to `word`, or nothing if none is close."""
-    from difflib import get_close_matches
-
-    close = get_close_matches(word, known, n=1, cutoff=0.7)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _unknown(

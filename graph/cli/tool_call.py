@@ -69,7 +69,7 @@ def cmd_tool_call(args: argparse.Namespace) -> int:
     tools = {tool.name: tool for tool in default_tools(settings)}
     tool = tools.get(args.name)
     if tool is None:
-        from graph.cli.parser import did_you_mean
+        from graph.cli.errors import did_you_mean
 
         hint = did_you_mean(args.name, list(tools))
         raise UsageError(f"unknown tool {args.name!r}{hint} (see ferry tools)")
