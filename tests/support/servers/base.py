@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -37,6 +38,18 @@ class Reply:
     delay_s: float = 0.0
     chunks: list[bytes] | None = None  # streamed as they are, e.g. server-sent events
     chunk_delay_s: float = 0.0  # a pause before each chunk: a slow stream
+
+
+class _QuietOnHangUp(ThreadingHTTPServer):
+    """A client that hangs up mid-connection (a reset, a closed pipe) is no server error.
+
+    socketserver would print a traceback to stderr, which a test reading Ferry's stderr
+    (an in-process CLI run captures it) would take for Ferry's own.
+    """
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            super().handle_error(request, client_address)
 
 
 class LoopbackServer:
@@ -77,7 +90,7 @@ class LoopbackServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _QuietOnHangUp(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
 
