@@ -25,6 +25,7 @@ from bench.processes import ferry_help, ferry_threads, postgres_cold_read
 from bench.report import DEFINITIONS, render
 from bench.systems import SYSTEMS
 from bench.targets import targets
+from bench.temporal_scale import temporal_phase
 from bench.workloads import concurrency_processes, concurrency_threads, parallel_tools
 
 PACKAGES = (
@@ -195,6 +196,8 @@ def run(args: argparse.Namespace, names: list[str], workdir: Path) -> dict[str, 
         )
     for name in conc_names:
         results["systems"][name]["concurrency"] = concurrency_phase(args, name, workdir)
+    log("temporal: kills, throughput by workers, added cost (bench/temporal_scale.py)")
+    results["temporal"] = temporal_phase(args.pg_python, args.quick)
     results["meta"]["total_seconds"] = time.monotonic() - started
     results["meta"]["load_at_end"] = _load()
     results["targets"] = targets(results)

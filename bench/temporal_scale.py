@@ -12,8 +12,10 @@ emulator (which answers 400 to a history the real API refuses) answering each mo
    SIGKILLed `--kills` times, spread over the run by its progress (model calls answered), and
    restarted at once. Counted: turns answered, finished tool calls run again, side-effect calls
    run twice, provider 400s, threads whose stored history a provider would refuse.
-2. throughput: the same load without kills on 1, 2 and 3 workers, each running at most
-   `--steps-per-worker` steps at once (a worker's capacity; the rest wait in the task queue).
+2. throughput: `--throughput-turns` turns at once (3 tool rounds each) on 1, 2 and 3 workers,
+   each running at most `--throughput-steps` steps at once (a worker's capacity; the rest wait
+   in the task queue), so what is measured is capacity added by workers, not this machine's
+   two cores (every worker, the server and the bench share them).
 3. added cost: one conversation at a time, model latency 0, one tool round a turn: the time a
    turn takes on Temporal minus in-process, per model call, at turn 1 and at turn 100.
 """
@@ -117,6 +119,10 @@ class Cluster:
         self.server = subprocess.Popen(
             [str(BINARY), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
              "--port", self.address.split(":")[1], "--log-level", "error",
+             # One partition per task queue, as a small cluster is set up: with the default
+             # four, a worker polling an empty partition waits while another holds the backlog.
+             "--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+             "--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
              *(["--db-filename", str(workdir / "temporal.db")] if persist else [])],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
@@ -330,12 +336,13 @@ def kills_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -> dic
 
 
 def throughput_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -> dict[str, Any]:
-    figures: dict[str, Any] = {}
+    figures: dict[str, Any] = {"steps_per_worker": args.throughput_steps}
+    cluster.env["BENCH_MAX_STEPS"] = str(args.throughput_steps)
     for count in (1, 2, 3):
         cluster.new_queue()
         for _ in range(count):
             cluster.start_worker()
-        names = [f"tp{count}-{i}-{uuid.uuid4().hex[:6]}" for i in range(args.conversations)]
+        names = [f"tp{count}-{i}-{uuid.uuid4().hex[:6]}" for i in range(args.throughput_turns)]
 
         async def run(count: int = count, names: list[str] = names) -> tuple[float, int]:
             client = await connect_when_up(cluster.address, runtime)
@@ -353,6 +360,7 @@ def throughput_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -
             "model_calls_per_s": round(calls / seconds, 2),
         }
         log(f"throughput: {count} worker(s): {figures[str(count)]}")
+    cluster.env["BENCH_MAX_STEPS"] = str(args.steps_per_worker)
     one = figures["1"]["turns_per_s"]
     for count in ("2", "3"):
         figures[count]["speedup"] = round(figures[count]["turns_per_s"] / one, 2)
@@ -367,6 +375,7 @@ def overhead_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -> 
     from graph.temporal import run_turn
 
     cluster.model.latency_s = 0.0
+    tag = uuid.uuid4().hex[:6]
     cluster.new_queue()
     cluster.start_worker()
     results: dict[str, Any] = {}
@@ -383,8 +392,8 @@ def overhead_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -> 
 
         async def run() -> None:
             client = await connect_when_up(cluster.address, runtime)
-            await converse(client, ["warm-overhead"], 1, 1)
-            here("warm-overhead-here", 0)
+            await converse(client, [f"{tag}-warm"], 1, 1)
+            here(f"{tag}-warm-here", 0)
 
             async def there(name: str, turn: int) -> float:
                 started = time.monotonic()
@@ -394,14 +403,14 @@ def overhead_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -> 
             for at in (1, 100):
                 local, remote = [], []
                 for r in range(args.repeat):
-                    a, b = f"oh-here-{at}-{r}", f"oh-there-{at}-{r}"
+                    a, b = f"{tag}-here-{at}-{r}", f"{tag}-there-{at}-{r}"
                     if at > 1 and r == 0:  # grow both threads in-process to turn at - 1
                         log(f"added cost: growing two threads to {at - 1} turns in-process")
                         for t in range(at - 1):
                             here(a, t)
                             here(b, t)
                     if at > 1:
-                        a, b = "oh-here-100-0", "oh-there-100-0"
+                        a, b = f"{tag}-here-{at}-0", f"{tag}-there-{at}-0"
                     turn = at - 1 + (r if at > 1 else 0)
                     local.append(here(a, turn))
                     remote.append(await there(b, turn))
@@ -426,9 +435,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kills", type=int, help="worker SIGKILLs during the kill run (default 10)")
     p.add_argument("--latency-s", type=float, default=0.5, help="seconds a model call takes")
     p.add_argument("--steps-per-worker", type=int, default=16, help="a worker's steps at once")
+    p.add_argument(
+        "--throughput-steps", type=int, default=4,
+        help="a worker's steps at once in the throughput runs: few enough that one worker "
+        "is bound by its capacity, not by this machine's two cores",
+    )  # fmt: skip
+    p.add_argument("--throughput-turns", type=int, help="turns at once (default 24)")
     p.add_argument("--repeat", type=int, default=5, help="turns timed for the added cost")
     p.add_argument("--seed", type=int, default=23, help="which worker each kill picks")
-    p.add_argument("--phases", default="kills,throughput,overhead")
+    p.add_argument("--phases", default="kills,throughput,overhead,overhead-unsandboxed")
     p.add_argument(
         "--temporal-db", choices=("file", "memory"), default="file",
         help="the dev server's persistence: a SQLite file (as a laptop runs it) or memory",
@@ -437,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.conversations = args.conversations or (10 if args.quick else 50)
     args.kills = args.kills if args.kills is not None else (3 if args.quick else 10)
+    args.throughput_turns = args.throughput_turns or (12 if args.quick else 24)
     if args.quick:
         args.repeat = min(args.repeat, 2)
     from temporalio.runtime import Runtime, TelemetryConfig
@@ -456,10 +472,14 @@ def main(argv: list[str] | None = None) -> int:
                 results["throughput"] = throughput_phase(cluster, args, runtime)
             if "overhead" in phases:
                 results["added_cost"] = overhead_phase(cluster, args, runtime)
+            if "overhead-unsandboxed" in phases:  # the workflow outside Temporal's sandbox
+                cluster.env["BENCH_UNSANDBOXED"] = "1"
+                results["added_cost_unsandboxed"] = overhead_phase(cluster, args, runtime)
+                del cluster.env["BENCH_UNSANDBOXED"]
         finally:
             cluster.close()
     args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+    log(f"results in {args.out}")
     del runtime
     gc.collect()
     return 0
@@ -467,3 +487,22 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def temporal_phase(python: str | None, quick: bool) -> dict[str, Any]:
+    """`make bench`'s Temporal figures: this module run by an interpreter with the extra."""
+    candidates = [python] if python else [sys.executable, str(REPO / ".venv" / "bin" / "python")]
+    for chosen in candidates:
+        probe = [chosen, "-c", "import temporalio, graph.temporal"]
+        if Path(chosen).exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+            break
+    else:
+        return {"not_run": "no interpreter with the temporal extra (make install has it)"}
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "temporal.json"
+        cmd = [chosen, "-m", "bench.temporal_scale", "--out", str(out)]
+        done = subprocess.run([*cmd, *(["--quick"] if quick else [])], cwd=REPO, text=True)
+        if done.returncode != 0 or not out.exists():
+            return {"not_run": f"bench.temporal_scale failed (exit {done.returncode})"}
+        figures: dict[str, Any] = json.loads(out.read_text())
+        return figures

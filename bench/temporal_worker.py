@@ -64,6 +64,12 @@ TOOLS: list[BaseTool] = [lookup, record]
 
 
 async def main() -> None:
+    if os.environ.get("BENCH_UNSANDBOXED"):  # measures what the workflow sandbox costs
+        from temporalio.worker import UnsandboxedWorkflowRunner
+
+        from graph.temporal import worker
+
+        worker.WORKFLOW_RUNNER = UnsandboxedWorkflowRunner()  # type: ignore[assignment]
     settings = get_settings()
     client = await connect(settings)
     with open_saver(settings) as saver:
