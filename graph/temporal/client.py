@@ -27,6 +27,7 @@ from graph.settings import ConfigError, Settings, get_settings
 from graph.temporal.shapes import (
     DECIDE_UPDATE,
     PROGRESS_UPDATE,
+    SET_ASIDE_UPDATE,
     WORKFLOW_NAME,
     Progress,
     TurnInput,
@@ -86,7 +87,11 @@ async def start_turn(
     model: str | None = None,
     settings: Settings | None = None,
 ) -> WorkflowHandle[Any, Any]:
-    """Start the thread's turn on Temporal; `TurnRunning` if one runs there already."""
+    """Start the thread's turn on Temporal; `TurnRunning` if one runs there already.
+
+    A new question on a thread whose turn waits for approval sets that turn aside, as
+    in-process: the calls it held are answered as undecided, and the question goes on.
+    """
     settings = settings or get_settings()
     turn = TurnInput(
         thread_id=thread_id,
@@ -96,16 +101,30 @@ async def start_turn(
         decision=decision,
         model=model,
     )
+    for attempt in range(2):
+        try:
+            return await client.start_workflow(
+                WORKFLOW_NAME,
+                turn,
+                id=workflow_id(thread_id),
+                task_queue=settings.temporal_task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            )
+        except WorkflowAlreadyStartedError as exc:
+            if attempt or question is None or not await _set_aside(client, thread_id):
+                raise TurnRunning(thread_id) from exc
+    raise AssertionError("unreachable: the second attempt returns or raises")
+
+
+async def _set_aside(client: Client, thread_id: str) -> bool:
+    """End the thread's turn if it waits for approval; whether it did."""
+    handle = client.get_workflow_handle(workflow_id(thread_id))
     try:
-        return await client.start_workflow(
-            WORKFLOW_NAME,
-            turn,
-            id=workflow_id(thread_id),
-            task_queue=settings.temporal_task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-        )
-    except WorkflowAlreadyStartedError as exc:
-        raise TurnRunning(thread_id) from exc
+        await handle.execute_update(SET_ASIDE_UPDATE)
+        await handle.result()
+    except (RPCError, WorkflowUpdateFailedError, WorkflowFailureError):
+        return False
+    return True
 
 
 async def running_turn(client: Client, thread_id: str) -> WorkflowHandle[Any, Any] | None:

@@ -13,6 +13,7 @@ WORKFLOW_NAME = "FerryTurn"
 STEP_ACTIVITY = "ferry_step"
 PROGRESS_UPDATE = "progress"
 DECIDE_UPDATE = "decide"
+SET_ASIDE_UPDATE = "set_aside"
 
 MODEL, TOOLS, END = "model", "tools", "end"
 """What runs next: a model step (`call_model`, then `check`), a tool step, or nothing."""

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():  # plain dataclasses: no need to 
         END,
         MODEL,
         PROGRESS_UPDATE,
+        SET_ASIDE_UPDATE,
         STEP_ACTIVITY,
         WORKFLOW_NAME,
         Progress,
@@ -72,6 +73,7 @@ class FerryTurn:
         self._report: dict[str, Any] | None = None
         self._pending: list[dict[str, Any]] = []
         self._decision: dict[str, Any] | None = None
+        self._set_aside = False
         self._model_calls = 0
         self._usage = _empty_usage()
         self._tool_calls: list[dict[str, Any]] = []
@@ -104,6 +106,8 @@ class FerryTurn:
             self._record(summary)
             if summary.pending_approvals:
                 decision = await self._await_decision(turn.thread_id, summary)
+                if decision is None:  # a new question came: it answers the calls undecided
+                    break
                 # The decision starts a new invocation with its own budget, as `ferry resume
                 # --approve` does in-process: the wait for a person is not the run's time.
                 deadline = workflow.now() + timedelta(seconds=turn.time_budget_s)
@@ -138,11 +142,17 @@ class FerryTurn:
             report["pending_approvals"] = summary.pending_approvals
         self._report, self._state = report, state
 
-    async def _await_decision(self, thread_id: str, summary: StepSummary) -> dict[str, Any]:
-        """Report the pause, then wait for `decide` (`ferry resume --approve` or `--reject`)."""
+    async def _await_decision(self, thread_id: str, summary: StepSummary) -> dict[str, Any] | None:
+        """Report the pause, then wait for `decide` (`ferry resume --approve` or `--reject`).
+
+        None when the turn is set aside instead (a new question on the thread).
+        """
         self._pending = summary.pending_approvals
         self._finish(thread_id, summary, "awaiting_approval")
-        await workflow.wait_condition(lambda: self._decision is not None)
+        await workflow.wait_condition(lambda: self._decision is not None or self._set_aside)
+        if self._set_aside:
+            self._state = "done"
+            return None
         decision, self._decision, self._pending = self._decision, None, []
         # The resumed invocation reports its own calls and usage, as in-process.
         self._model_calls, self._usage, self._tool_calls = 0, _empty_usage(), []
@@ -165,5 +175,15 @@ class FerryTurn:
 
     @decide.validator
     def _decide_only_when_paused(self, decision: dict[str, Any]) -> None:
-        if not self._pending or self._decision is not None:
+        if not self._pending or self._decision is not None or self._set_aside:
             raise ValueError("no tool calls are awaiting approval on this thread")
+
+    @workflow.update(name=SET_ASIDE_UPDATE)
+    def set_aside(self) -> None:
+        """End the turn where it waits for approval: a new question goes on from there."""
+        self._set_aside = True
+
+    @set_aside.validator
+    def _set_aside_only_when_paused(self) -> None:
+        if not self._pending or self._decision is not None:
+            raise ValueError("the thread's turn is running, not awaiting approval")

@@ -141,3 +141,22 @@ def test_cancel_stops_the_turn_and_its_client_says_so(
     assert "ended without an answer" in err
     again = ferry("cancel", "--thread", "stopped", env=env, cwd=tmp_path)
     assert again.returncode == 1 and "no turn running on Temporal" in again.stderr
+
+
+def test_a_new_question_sets_aside_a_turn_awaiting_approval(
+    env: dict[str, str], model: OpenAIServer, tmp_path: Path
+) -> None:
+    model.script([CALC, openai_answer("Then I will not compute it.")])
+    process = start_worker({**env, "FERRY_APPROVE_TOOLS": "calculator"}, tool_log())
+    try:
+        asked = ferry("ask", "--json", "--thread", "aside", "What is 6 * 7?", env=env, cwd=tmp_path)
+        assert json.loads(asked.stdout)["stop_reason"] == "awaiting_approval", asked.stderr
+        again = ferry("ask", "--json", "--thread", "aside", "Never mind.", env=env, cwd=tmp_path)
+        assert again.returncode == 0, again.stderr
+        assert json.loads(again.stdout)["answer"] == "Then I will not compute it."
+    finally:
+        stop(process)
+    history = ferry("history", "--json", "--thread", "aside", env=in_process(env), cwd=tmp_path)
+    messages = json.loads(history.stdout)["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "user", "assistant"]
+    assert messages[2]["status"] == "error"  # the held call, answered as never approved
