@@ -158,6 +158,10 @@ async def watch(
             for line in progress.lines:
                 on_line(line)
             seen += len(progress.lines)
+        if progress.state == "done":
+            # The answer is known before the workflow closes: waiting for it to close lets
+            # the next turn on the thread start at once (one workflow per thread at a time).
+            return await _result(handle)
         if progress.state != "running" and progress.report is not None:
             return ordered_report(progress.report)
 
