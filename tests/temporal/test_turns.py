@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,10 @@ from temporalio import workflow
 from graph.temporal import connect, run_turn
 from graph.temporal.shapes import WORKFLOW_NAME, TurnInput
 from graph.temporal.workflow import FerryTurn
+from tests.support.held import held_step
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
 from tests.temporal.helpers import ferry_graph, replay, shape, worker_here
+from tests.temporal.worker_process import tool_log
 
 QUESTION = "What is 6 * 7, and what is k?"
 CALLS = openai_tool_calls(("calculator", {"expression": "6 * 7"}), ("lookup", {"key": "k"}))
@@ -68,3 +71,56 @@ def test_a_temporal_turn_is_stored_as_an_in_process_turn_and_replays(
     assert [c["id"] for c in calls] == [m.tool_call_id for m in there[2:4]]
     assert set(report["usage"]) == {"input_tokens", "output_tokens", "total_tokens"}
     assert model.rejections == []  # every request was one the real API accepts
+
+
+@pytest.mark.parametrize(
+    ("settings", "stop_reason"),
+    [
+        ({"FERRY_MAX_ITERATIONS": "1"}, "max_iterations"),
+        ({"FERRY_TOKEN_BUDGET": "10"}, "token_budget"),
+    ],
+)
+def test_the_turn_budgets_stop_a_temporal_turn_as_in_process(
+    temporal_env: dict[str, str],
+    model: OpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    settings: dict[str, str],
+    stop_reason: str,
+) -> None:
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    model.script([CALLS])
+
+    async def main() -> dict[str, Any]:
+        client = await connect()
+        with ferry_graph() as graph:
+            async with worker_here(client, graph):
+                return await run_turn(client, "budget", QUESTION)
+
+    report = asyncio.run(main())
+    assert report["stop_reason"] == stop_reason and report["model_calls"] == 1
+    # The reply's calls are answered "not executed", as in-process; none ran.
+    assert [c["status"] for c in report["tool_calls"]] == ["error", "error"]
+    assert not tool_log().exists()
+
+
+def test_the_time_budget_ends_a_temporal_turn_in_words(
+    temporal_env: dict[str, str], model: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FERRY_TIME_BUDGET_S", "2")
+    arrived, release = threading.Event(), threading.Event()
+    model.script([held_step(arrived, release, openai_answer("too late"))])
+
+    async def main() -> dict[str, Any]:
+        client = await connect()
+        with ferry_graph() as graph:
+            async with worker_here(client, graph):
+                return await run_turn(client, "late", QUESTION)
+
+    try:
+        report = asyncio.run(main())
+    finally:
+        release.set()
+    assert arrived.is_set()
+    assert report["stop_reason"] == "time_budget"
+    assert "FERRY_TIME_BUDGET_S" in report["answer"]
