@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import signal
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -147,5 +148,21 @@ async def serve(
             return build_graph(model=make_model(spec), checkpointer=saver, settings=chosen)
 
         graph = build_graph(model=model, checkpointer=saver, settings=settings)
+        _stop_on_sigterm()
         ready()
-        await serve_graph(client, graph, settings, graph_for_model)
+        try:
+            await serve_graph(client, graph, settings, graph_for_model)
+        except asyncio.CancelledError:  # SIGTERM: the worker has shut down
+            return
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM shuts the worker down: its running steps stop and go to another worker now.
+
+    Without it the process would simply die, and its steps would wait for the heartbeat
+    timeout before running elsewhere.
+    """
+    task = asyncio.current_task()
+    if task is None or threading.current_thread() is not threading.main_thread():
+        return
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
