@@ -11,16 +11,16 @@ runs one turn per thread. What the workflow does is the loop's order and nothing
   in-process; the running report `ask --json` prints, summed from the steps; the `progress`
   update clients watch. No I/O, no wall clock, no LangChain import.
 - activities (graph/temporal/steps.py): one *step* of Ferry's own compiled graph on the thread,
-  run with `interrupt_before=["call_model", "execute_tool"]`. A model step stores the turn's
-  input once (its message id is fixed by the client) and runs `call_model` then `check`; a tool
-  step runs the `execute_tool` tasks `check` released (one LangGraph task per call, so each
-  finished call is a saved write). The guards are `check`'s, unchanged: iteration cap, token
-  budget, duplicates, the circuit breaker, approvals, the exfiltration guard — decided from the
-  stored thread, the same on every worker. Steps retry under `STEP_RETRIES` (Ferry's backoff)
-  and beat every 2 s, so a worker that dies mid-step is noticed in 10 s and its step runs on
-  another worker: the thread's lease (30 s) is waited for, finished calls replay from their
-  writes, and a `retry_safe=False` call that had started is answered from its start record
-  instead of running again.
+  one invocation each. A model step stores the turn's input once (its message id is fixed by the
+  client) and runs `call_model` then `check` (`interrupt_after=["check"]`); a tool step runs the
+  `execute_tool` tasks `check` released (`interrupt_before=["call_model"]`; one LangGraph task
+  per call, so each finished call is a saved write). The guards are `check`'s, unchanged:
+  iteration cap, token budget, duplicates, the circuit breaker, approvals, the exfiltration
+  guard — decided from the stored thread, the same on every worker. Steps retry under
+  `STEP_RETRIES` (Ferry's backoff) and beat every 2 s, so a worker that dies mid-step is noticed
+  in 10 s and its step runs on another worker: the thread's lease (30 s) is waited for, finished
+  calls replay from their writes, and a `retry_safe=False` call that had started is answered
+  from its start record instead of running again.
 
 The thread stays where it is stored today (`FERRY_DB`, `FERRY_DATABASE_URL` across hosts),
 written by the graph's own checkpointer: `ferry history`, `ferry threads`, Python and Studio see
@@ -32,6 +32,10 @@ an in-memory checkpointer in the workflow. Ferry's threads would then live in tw
 stored one would not see Temporal turns, and Ferry's guards that read the stored thread (start
 records, leases, the repair of unanswered calls) would have nothing to read. Running whole
 supersteps of Ferry's compiled graph as activities keeps one store and one implementation.
+
+Cost: a turn of n tool rounds is 2n+1 activities; on a 2-core loopback machine each adds
+~100 ms a model call to a turn against in-process (bench/temporal_scale.py), the price of
+surviving any worker's death; with real models (seconds a call) it is a few percent.
 
 Python: `report = await run_turn(await connect(), thread_id, "question")`, the object
 `ferry ask --json` prints. CLI: `ferry worker`, `ferry cancel`, and `ask`/`chat`/`resume` with
