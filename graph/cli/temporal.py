@@ -26,7 +26,7 @@ from graph.cli.agent import (
     open_graph,
     pick_thread,
     print_json,
-    read_question,
+    question_of,
     resume_all,
 )
 from graph.controls import printable
@@ -251,9 +251,7 @@ async def _start(
 def ask(args: argparse.Namespace) -> int:
     """`ferry ask` on Temporal."""
     settings = _settings(args)
-    question = read_question(args.question)
-    if question is None:  # as argparse says it, with the usage line
-        args.usage_error("the following arguments are required: question (or pipe it on stdin)")
+    question = question_of(args)
     with _thread_graph(args) as graph:
         note = pick_thread(graph, args)
 
