@@ -72,6 +72,16 @@ def _args(args: dict[str, Any]) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
+def record_update(node: str, update: Any, summary: RunSummary, progress: Progress) -> None:
+    """Count and show one node's streamed update into `summary` and `progress`.
+
+    Tasks of one node that finish in the same tick (parallel tool calls) arrive as one list.
+    """
+    for one in update if isinstance(update, list) else [update]:
+        if isinstance(one, dict):
+            _record(node, one, summary, progress)
+
+
 def _record(node: str, update: dict[str, Any], summary: RunSummary, progress: Progress) -> None:
     for message in update.get("messages") or []:
         if isinstance(message, AIMessage) and node == "call_model":
@@ -127,8 +137,7 @@ def stream_run(
         streaming = None
         if not chunk.get("__metadata__", {}).get("cached"):  # replays of pre-crash results
             for node, update in chunk.items():
-                if isinstance(update, dict):
-                    _record(node, update, summary, progress)
+                record_update(node, update, summary, progress)
     progress.end_answer()
 
 

@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any, cast
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
-from graph.cli.render import Progress, RunSummary, _record, json_report, pending_approvals_of
+from graph.cli.render import (
+    Progress,
+    RunSummary,
+    json_report,
+    pending_approvals_of,
+    record_update,
+)
 from graph.run import CAN_APPROVE, RunContext
 from graph.temporal.shapes import END, MODEL, TOOLS, StepInput, StepSummary
 from graph.threads.lease import WAIT_FOR_THREAD
@@ -126,10 +132,7 @@ def _stream(
             for node, update in chunk.items():
                 if node in _NODES:
                     worked = True
-                # Tasks of one node that finish together arrive as one list of updates.
-                for one in update if isinstance(update, list) else [update]:
-                    if isinstance(one, dict):
-                        _record(node, one, summary, progress)
+                record_update(node, update, summary, progress)
     finally:
         parts.close()
     return worked
