@@ -1,0 +1,93 @@
+"""What `ferry worker`, `ferry cancel` and the Temporal turns share: settings, a runtime, a client.
+
+Each command runs its Temporal work on a runtime of its own (`run_on_temporal`), dropped before
+the process ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextvars
+import gc
+import sys
+from collections.abc import Callable, Coroutine
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from graph.cli.agent import open_graph
+from graph.controls import printable
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from temporalio.client import Client
+    from temporalio.runtime import Runtime
+
+    from graph.builder import FerryGraph
+    from graph.settings import Settings
+
+T = TypeVar("T")
+
+
+def settings_of(args: argparse.Namespace) -> Settings:
+    """The settings, with `--temporal ADDRESS` applied; logging configured from them."""
+    from graph.log import configure_logging
+    from graph.settings import get_settings
+
+    settings = get_settings()
+    if getattr(args, "temporal", None):
+        settings = settings.model_copy(update={"temporal_address": args.temporal})
+    configure_logging(settings)
+    return settings
+
+
+RUNTIME: contextvars.ContextVar[Runtime] = contextvars.ContextVar("ferry_temporal_runtime")
+
+
+def run_on_temporal(coroutine: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run one command's Temporal work on a runtime of its own, dropped before the process ends.
+
+    The SDK's process-wide runtime outlives the interpreter's shutdown, and its threads then
+    sometimes abort the process (temporalio/sdk-python#300: "PyGILState_Release", exit 134
+    after the answer was printed). A runtime released while Python still runs does not.
+    """
+    from temporalio.runtime import Runtime, TelemetryConfig
+
+    runtime = Runtime(telemetry=TelemetryConfig())
+    token = RUNTIME.set(runtime)
+    try:
+        return asyncio.run(coroutine())
+    except BaseException as exc:
+        _forget_frames(exc)  # the frames hold the client, and the client its runtime
+        raise
+    finally:
+        RUNTIME.reset(token)
+        del runtime
+        gc.collect()
+
+
+def _forget_frames(exc: BaseException | None) -> None:
+    while exc is not None:
+        exc.__traceback__ = None
+        exc = exc.__cause__ or exc.__context__
+
+
+async def client_of(settings: Settings) -> Client:
+    """A client of the configured Temporal server, on this command's runtime."""
+    from graph.temporal import connect
+
+    return await connect(settings, runtime=RUNTIME.get())
+
+
+@contextmanager
+def thread_graph(args: argparse.Namespace) -> Iterator[FerryGraph]:
+    """The graph on the configured database, only to read threads (no model, no tools)."""
+    with open_graph(args, need_model=False) as graph:
+        yield graph
+
+
+def say(line: str) -> None:
+    """One line on stderr, made printable."""
+    sys.stderr.write(printable(line) + "\n")
+    sys.stderr.flush()

@@ -1,0 +1,224 @@
+"""`ask`, `chat` and `resume` on Temporal: the turn runs on a worker, the command watches it.
+
+The command prints what it prints in-process (graph/cli/temporal.py says what differs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from graph.cli.agent import (
+    UserError,
+    existing_state,
+    has_unfinished_run,
+    pick_thread,
+    print_json,
+    question_of,
+    resume_all,
+)
+from graph.cli.temporal_runtime import client_of, run_on_temporal, say, settings_of, thread_graph
+from graph.controls import printable
+
+if TYPE_CHECKING:
+    from temporalio.client import Client, WorkflowHandle
+
+    from graph.builder import FerryGraph
+
+
+def _show(report: dict[str, Any], as_json: bool, thread_id: str) -> int:
+    """Print a turn's outcome as `run_to_stop` does in-process; the exit code."""
+    if as_json:
+        print_json(report)
+        return 0
+    if report.get("answer"):
+        sys.stdout.write(printable(report["answer"]) + "\n")
+        sys.stdout.flush()
+    for call in report.get("pending_approvals") or []:
+        say(f"awaiting approval: {call['name']}({json.dumps(call['args'])})")
+    if report.get("pending_approvals"):
+        say(f"decide with: ferry resume --thread {thread_id} --approve (or --reject REASON)")
+    return 0
+
+
+async def _watch_deciding(
+    client: Client,
+    handle: WorkflowHandle[Any, Any],
+    thread_id: str,
+    interactive: bool,
+    graph: FerryGraph,
+) -> dict[str, Any]:
+    """Watch the turn; at a pause, ask the person at the terminal (when there is one)."""
+    from graph.cli.approvals import ask_decisions
+    from graph.cli.render import pending_approvals_of
+    from graph.temporal import decide, watch
+
+    while True:
+        report = await watch(handle, say)
+        if not (interactive and report.get("pending_approvals")):
+            return report
+        pending = pending_approvals_of(existing_state(graph, thread_id))
+        decided = await decide(client, thread_id, ask_decisions(pending))
+        if decided is None:
+            return report
+
+
+async def _start(
+    client: Client, thread_id: str, question: str | None, args: argparse.Namespace, **turn: Any
+) -> WorkflowHandle[Any, Any]:
+    """Start the turn; with `--wait`, after the turn running on the thread ends."""
+    from graph.temporal import TurnRunning, running_turn, start_turn
+
+    while True:
+        try:
+            return await start_turn(client, thread_id, question, model=args.model, **turn)
+        except TurnRunning:
+            running = await running_turn(client, thread_id)
+            if not getattr(args, "wait", False) or running is None:
+                raise
+            say(f"thread {thread_id} is busy on Temporal; waiting for its turn to end")
+            try:
+                await running.result()
+            except Exception:  # noqa: BLE001 - however it ended, the thread is free
+                pass
+
+
+def ask(args: argparse.Namespace) -> int:
+    """`ferry ask` on Temporal."""
+    settings = settings_of(args)
+    question = question_of(args)
+    with thread_graph(args) as graph:
+        note = pick_thread(graph, args)
+
+        async def turn() -> dict[str, Any]:
+            client = await client_of(settings)
+            handle = await _start(client, args.thread, question, args, settings=settings)
+            if note:
+                sys.stderr.write(note)
+            interactive = not args.json and sys.stdin.isatty()
+            return await _watch_deciding(client, handle, args.thread, interactive, graph)
+
+        return _show(run_on_temporal(turn), args.json, args.thread)
+
+
+def chat(args: argparse.Namespace) -> int:
+    """`ferry chat` on Temporal: each question a turn there; Ctrl-C leaves an answer running."""
+    import uuid
+
+    settings = settings_of(args)
+    with thread_graph(args) as graph:
+        if args.thread or args.continue_:
+            pick_thread(graph, args)
+        else:
+            args.thread = str(uuid.uuid4())
+        sys.stderr.write(f"thread: {args.thread}  (Ctrl-D to end)\n")
+        args.wait = True  # a question after a Ctrl-C'd answer waits for that answer to end
+        while True:
+            try:
+                question = input("you> ").strip()
+            except (EOFError, KeyboardInterrupt):
+                sys.stderr.write("\n")
+                return 0
+            if question in ("exit", "quit"):
+                return 0
+            if not question:
+                continue
+
+            async def turn(text: str = question) -> dict[str, Any]:
+                client = await client_of(settings)
+                handle = await _start(client, args.thread, text, args, settings=settings)
+                return await _watch_deciding(client, handle, args.thread, True, graph)
+
+            try:
+                _show(run_on_temporal(turn), False, args.thread)
+            except KeyboardInterrupt:
+                say(
+                    f"\nferry: left the answer running on Temporal; see it with: "
+                    f"ferry resume --thread {args.thread}"
+                )
+
+
+def resume(args: argparse.Namespace) -> int:
+    """`ferry resume` on Temporal: re-attach to the running turn, decide, or continue the thread."""
+    from graph.cli.render import pending_approvals_of
+    from graph.temporal import decide, running_turn
+
+    settings = settings_of(args)
+    with thread_graph(args) as graph:
+        state = existing_state(graph, args.thread)
+
+        async def turn() -> dict[str, Any] | None:
+            client = await client_of(settings)
+            handle = await running_turn(client, args.thread)
+            if args.approve or args.reject is not None:
+                pending = pending_approvals_of(state)
+                if not pending:
+                    raise UserError(f"thread {args.thread!r} has no tool calls awaiting approval")
+                choice = (
+                    {"type": "approve"}
+                    if args.approve
+                    else {"type": "reject", "message": args.reject}
+                )
+                value = resume_all(pending, choice)
+                handle = await decide(client, args.thread, value)
+                if handle is None:  # paused in-process, or its Temporal run was cancelled
+                    handle = await _start(
+                        client, args.thread, None, args, decision=value, settings=settings
+                    )
+            elif handle is None:
+                if not has_unfinished_run(state):
+                    return await _last_report(client, args.thread, state)
+                handle = await _start(client, args.thread, None, args, settings=settings)
+            interactive = not args.json and sys.stdin.isatty()
+            return await _watch_deciding(client, handle, args.thread, interactive, graph)
+
+        report = run_on_temporal(turn)
+        if report is None:
+            return _nothing_to_resume(args, state)
+        return _show(report, args.json, args.thread)
+
+
+async def _last_report(client: Client, thread_id: str, state: Any) -> dict[str, Any] | None:
+    """The report of the thread's last Temporal turn, if the thread ends with its answer.
+
+    A client that left (Ctrl-C, killed) while its turn went on finds the answer here.
+    """
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError
+
+    from graph.cli.render import answer_of
+    from graph.temporal.shapes import ordered_report, workflow_id
+
+    handle = client.get_workflow_handle(workflow_id(thread_id))
+    try:
+        described = await handle.describe()
+    except RPCError:
+        return None
+    if described.status != WorkflowExecutionStatus.COMPLETED:
+        return None
+    report: dict[str, Any] = await handle.result()
+    messages = (state.values or {}).get("messages") or []
+    if report.get("answer") != answer_of(messages):
+        return None  # the thread went on since
+    return ordered_report(report)
+
+
+def _nothing_to_resume(args: argparse.Namespace, state: Any) -> int:
+    from graph.cli.render import RunSummary, json_report
+
+    if args.json:
+        stopped = {"stop_reason": state.values.get("stop_reason")}
+        print_json({**json_report(args.thread, stopped, RunSummary()), "resumed": False})
+    else:
+        sys.stderr.write(f"thread {args.thread}: nothing to resume, its last run finished.\n")
+    return 0
+
+
+HOOKS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "ask": ask,
+    "chat": chat,
+    "resume": resume,
+}
