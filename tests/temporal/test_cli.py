@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli_helpers import ferry, ferry_env, kill, new_thread_id, start_ferry
+from tests.support.cli_helpers import (
+    FERRY,
+    RUN_TIMEOUT_S,
+    ferry,
+    ferry_env,
+    kill,
+    new_thread_id,
+    start_ferry,
+)
 from tests.support.held import HOLD_LIMIT_S, held_step
 from tests.support.servers.base import closed_port_url
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
@@ -160,3 +168,35 @@ def test_a_new_question_sets_aside_a_turn_awaiting_approval(
     messages = json.loads(history.stdout)["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "user", "assistant"]
     assert messages[2]["status"] == "error"  # the held call, answered as never approved
+
+
+def test_chat_on_temporal_answers_each_question_on_one_thread(
+    env: dict[str, str], worker: object, model: OpenAIServer, tmp_path: Path
+) -> None:
+    # `lookup` is a tool of the worker's only: run in-process, the call would be refused.
+    lookup = openai_tool_calls(("lookup", {"key": "answer"}))
+    model.script([lookup, openai_answer("It is 42."), openai_answer("Still 42.")])
+    done = subprocess.run(
+        [*FERRY, "chat"],
+        input="What is 6 * 7?\nAnd now?\n",
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "It is 42." in done.stdout and "Still 42." in done.stdout
+    assert done.stdout.index("It is 42.") < done.stdout.index("Still 42.")
+    thread = done.stderr.split("thread: ", 1)[1].split()[0]
+    history = ferry("history", "--json", "--thread", thread, env=in_process(env), cwd=tmp_path)
+    messages = json.loads(history.stdout)["messages"]
+    assert [m["role"] for m in messages] == [
+        "user", "assistant", "tool", "assistant", "user", "assistant"
+    ]  # fmt: skip
+    assert [m["content"] for m in messages if m["role"] == "user"] == ["What is 6 * 7?", "And now?"]
+    assert messages[2]["content"] == "answer = 42"
+    assert tool_log().read_text().splitlines() == ["lookup answer"]  # run by the worker
+    assert model.rejections == []
