@@ -117,6 +117,15 @@ def wait_for_cancelled_runs(announce: Callable[[], None]) -> None:
             _abandoned.pop(0)
 
 
+def _ignore(_signum: int, _frame: Any) -> None:
+    """Ignore a Ctrl-C in Python, not with SIG_IGN.
+
+    A Ctrl-C that arrives while the handler is being changed is run with the handler set since,
+    and CPython meets SIG_IGN there with "Signal 2 ignored due to race condition" and a
+    traceback on the terminal.
+    """
+
+
 @contextmanager
 def one_interrupt() -> Iterator[None]:
     """Turn the first Ctrl-C into KeyboardInterrupt and ignore every later one.
@@ -132,7 +141,7 @@ def one_interrupt() -> Iterator[None]:
         return
 
     def first(_signum: int, _frame: Any) -> None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, _ignore)  # not SIG_IGN: see _ignore
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, first)
