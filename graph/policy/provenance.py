@@ -158,12 +158,12 @@ def refuse_client_results(results: Sequence[ToolMessage], stored: StateSnapshot)
 
     Nothing is written then: the call stays pending, its approval pause included.
     """
-    pending = _pending_calls(stored)
+    pending, awaiting = _pending_calls(stored), _awaiting(stored)
     for result in results:
         call = pending.get(result.tool_call_id)
         if call is None:
             continue
-        if call["id"] in _awaiting(stored):
+        if call["id"] in awaiting:
             raise ClientToolResultError(
                 f"tool call {call['id']} ({call['name']}) is awaiting approval; resume with a "
                 "decision instead of sending its result"

@@ -20,7 +20,15 @@ from langchain_core.messages import ToolMessage
 
 from graph import build_graph
 from graph.storage import sqlite_saver
-from tests.support.listings import LISTING, ListingServer, cache_file, cached, cached_tools
+from tests.support.listings import (
+    LISTING,
+    V1_TOOLS,
+    ListingServer,
+    cache_file,
+    cached,
+    cached_tools,
+    configure,
+)
 from tests.support.mcp import write_config
 from tests.support.scripted import ScriptedModel, answer, parallel, tool_call
 from tests.support.turns import ask
@@ -29,18 +37,11 @@ from tools.mcp import close_sessions, mcp_tools
 from tools.trust import trust
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("mcp_sessions_closed")]
-V1_TOOLS = ["echo", "gone", "a__calculator"]
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> ListingServer:
     return ListingServer(tmp_path)
-
-
-def configure(monkeypatch: pytest.MonkeyPatch, folder: Path, servers: dict[str, Any]) -> Path:
-    path = write_config(folder, servers, name="servers.json")
-    monkeypatch.setenv("FERRY_MCP_CONFIG", str(path))
-    return path
 
 
 def listed_then_closed(expected: list[str] = V1_TOOLS) -> None:

@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from langchain_core.messages import ToolMessage
@@ -19,25 +18,18 @@ from langchain_core.messages import ToolMessage
 from graph import build_graph
 from graph.storage import sqlite_saver
 from tests.support.cli_helpers import ferry, ferry_env, one_json_object, succeeded
-from tests.support.listings import ListingServer, cache_file, cached_tools
+from tests.support.listings import V1_TOOLS, ListingServer, cache_file, cached_tools, configure
 from tests.support.mcp import write_config
 from tests.support.scripted import ScriptedModel, answer, tool_call
 from tests.support.turns import ask
 from tools.mcp import close_sessions, mcp_servers, mcp_tools
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("mcp_sessions_closed")]
-V1_TOOLS = ["echo", "gone", "a__calculator"]
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> ListingServer:
     return ListingServer(tmp_path)
-
-
-def configure(monkeypatch: pytest.MonkeyPatch, folder: Path, servers: dict[str, Any]) -> Path:
-    path = write_config(folder, servers, name="servers.json")
-    monkeypatch.setenv("FERRY_MCP_CONFIG", str(path))
-    return path
 
 
 def test_servers_start_together_not_one_after_the_other(

@@ -14,9 +14,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.support.mcp import SERVERS
+import pytest
+
+from tests.support.mcp import SERVERS, write_config
 
 LISTING = SERVERS / "mcp_listing.py"
+V1_TOOLS = ["echo", "gone", "a__calculator"]
+"""The tools the test server lists at its first tools version, as the model is offered them."""
+
+
+def configure(monkeypatch: pytest.MonkeyPatch, folder: Path, servers: dict[str, Any]) -> Path:
+    """Write `servers` as the servers file FERRY_MCP_CONFIG names; its path."""
+    path = write_config(folder, servers, name="servers.json")
+    monkeypatch.setenv("FERRY_MCP_CONFIG", str(path))
+    return path
 
 
 class ListingServer:

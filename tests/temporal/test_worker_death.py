@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 from graph.temporal import connect, start_turn, watch
 from tests.support.held import held_step
@@ -39,27 +40,14 @@ def test_a_turn_whose_worker_dies_mid_model_call_finishes_on_another(
             openai_answer("k = 42."),
         ]
     )
-    first = start_worker(temporal_env, tool_log())
-    second = None
-    try:
 
-        async def main() -> dict[str, object]:
-            nonlocal second
-            client = await connect()
-            handle = await start_turn(client, "dies", "What is k?")
-            assert await asyncio.to_thread(arrived.wait, WAIT_LIMIT_S)
-            stop(first)  # SIGKILL, in the middle of the second model call
-            release.set()
-            second = start_worker(temporal_env, tool_log())
-            report = await watch(handle)
-            await replay(client, "dies")
-            return report
+    def reached() -> None:
+        assert arrived.wait(WAIT_LIMIT_S), "the second model call never arrived"
 
-        report = asyncio.run(main())
-    finally:
-        stop(first)
-        if second is not None:
-            stop(second)
+    # SIGKILL in the middle of the second model call
+    report = _finished_by_a_second_worker(
+        temporal_env, "dies", "What is k?", reached=reached, after_kill=release.set
+    )
     assert report["answer"] == "k = 42." and report["stop_reason"] == "answered"
     assert _runs() == ["lookup k"]  # the finished call was not run again
     with ferry_graph() as graph:
@@ -83,27 +71,14 @@ def test_a_side_effect_cut_short_by_a_dead_worker_is_never_run_twice(
         ]
     )
     hold_file().touch()
-    first = start_worker(temporal_env, tool_log())
-    second = None
-    try:
-
-        async def main() -> dict[str, object]:
-            nonlocal second
-            client = await connect()
-            handle = await start_turn(client, "pays", "Pay 5.")
-            await asyncio.to_thread(wait_until, lambda: _runs() == ["paid 5"], "the payment")
-            stop(first)  # SIGKILL, after the payment went out, before its result was stored
-            hold_file().unlink()
-            second = start_worker(temporal_env, tool_log())
-            report = await watch(handle)
-            await replay(client, "pays")
-            return report
-
-        report = asyncio.run(main())
-    finally:
-        stop(first)
-        if second is not None:
-            stop(second)
+    # SIGKILL after the payment went out, before its result was stored
+    report = _finished_by_a_second_worker(
+        temporal_env,
+        "pays",
+        "Pay 5.",
+        reached=lambda: wait_until(lambda: _runs() == ["paid 5"], "the payment"),
+        after_kill=hold_file().unlink,
+    )
     assert _runs() == ["paid 5"]
     assert report["answer"] == "I could not confirm the payment."
     [call] = report["tool_calls"]  # type: ignore[misc]
@@ -114,3 +89,36 @@ def test_a_side_effect_cut_short_by_a_dead_worker_is_never_run_twice(
     assert result.type == "tool" and result.status == "error"
     assert "not re-run automatically" in result.text
     assert model.rejections == []
+
+
+def _finished_by_a_second_worker(
+    env: dict[str, str],
+    thread_id: str,
+    question: str,
+    *,
+    reached: Callable[[], None],
+    after_kill: Callable[[], None],
+) -> dict[str, object]:
+    """Start a turn on one worker, SIGKILL it once `reached()` returns, then `after_kill()` and
+    start a second worker: the turn's report, once its recorded history has replayed."""
+    first = start_worker(env, tool_log())
+    second = None
+    try:
+
+        async def main() -> dict[str, object]:
+            nonlocal second
+            client = await connect()
+            handle = await start_turn(client, thread_id, question)
+            await asyncio.to_thread(reached)
+            stop(first)
+            after_kill()
+            second = start_worker(env, tool_log())
+            report = await watch(handle)
+            await replay(client, thread_id)
+            return report
+
+        return asyncio.run(main())
+    finally:
+        stop(first)
+        if second is not None:
+            stop(second)
