@@ -76,6 +76,11 @@ class AgentNodes:
         return self.settings.tool_settings()
 
     @cached_property
+    def image_delivery(self) -> images.Delivery:
+        """How tool results' images reach this model: fixed by its profile and the settings."""
+        return images.delivery(self.bound_model, self.settings.tool_images)
+
+    @cached_property
     def bound_model(self) -> Runnable[Any, Any]:
         """The model with the tools bound, built on first use so imports need no key.
 
@@ -117,8 +122,9 @@ class AgentNodes:
         if seconds_left(self.settings, runtime) <= 0:
             return self._stop(guards.turn_counters(messages), update, repairs, "time_budget", ids)
         history = merge_messages(messages, repairs) if repairs else messages
-        shown = images.delivery(self.bound_model, self.settings.tool_images)
-        prompt = images.as_sent(for_model(history, self.settings.context_tokens), shown)
+        prompt = images.as_sent(
+            for_model(history, self.settings.context_tokens), self.image_delivery
+        )
         reply = self._complete_reply(prompt, config, runtime, ids)
         if reply is None:
             return self._stop(guards.turn_counters(messages), update, repairs, "time_budget", ids)
