@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TextIO, cast
+from typing import Any, Protocol, TextIO, cast
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -18,6 +18,13 @@ from graph.controls import printable
 from graph.guards import token_usage, unanswered_calls
 from graph.nodes import RunContext
 from graph.policy.hitl import awaiting
+
+
+class Notes(Protocol):
+    """Where progress lines go: a `Progress`, or a Temporal step's output (graph/temporal)."""
+
+    def note(self, line: str) -> None:
+        """Show one progress line."""
 
 
 @dataclass
@@ -72,7 +79,7 @@ def _args(args: dict[str, Any]) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def record_update(node: str, update: Any, summary: RunSummary, progress: Progress) -> None:
+def record_update(node: str, update: Any, summary: RunSummary, progress: Notes) -> None:
     """Count and show one node's streamed update into `summary` and `progress`.
 
     Tasks of one node that finish in the same tick (parallel tool calls) arrive as one list.
@@ -82,7 +89,7 @@ def record_update(node: str, update: Any, summary: RunSummary, progress: Progres
             _record(node, one, summary, progress)
 
 
-def _record(node: str, update: dict[str, Any], summary: RunSummary, progress: Progress) -> None:
+def _record(node: str, update: dict[str, Any], summary: RunSummary, progress: Notes) -> None:
     for message in update.get("messages") or []:
         if isinstance(message, AIMessage) and node == "call_model":
             if not message.response_metadata.get("ferry_guard"):

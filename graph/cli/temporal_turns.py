@@ -20,6 +20,7 @@ from graph.cli.agent import (
     question_of,
     resume_all,
 )
+from graph.cli.render import Progress
 from graph.cli.temporal_runtime import client_of, run_on_temporal, say, settings_of, thread_graph
 from graph.controls import printable
 
@@ -29,12 +30,47 @@ if TYPE_CHECKING:
     from graph.builder import FerryGraph
 
 
-def _show(report: dict[str, Any], as_json: bool, thread_id: str) -> int:
+class Replies:
+    """A turn's progress lines on stderr and its model replies on stdout, each text once.
+
+    A reply's text comes as it grows (the running step's heartbeats) and whole when its step
+    ends, so what was printed is kept by reply: only text beyond it is printed.
+    """
+
+    def __init__(self) -> None:
+        self.progress = Progress()
+        self._shown: dict[str, str] = {}
+        self._last = ""
+
+    def line(self, line: str) -> None:
+        """A progress line, on a line of its own."""
+        self.progress.note(line)
+
+    def text(self, reply_id: str, text: str) -> None:
+        """A reply's text so far: what was not printed yet of it is."""
+        shown = self._shown.get(reply_id, "")
+        if len(text) <= len(shown) or not text.startswith(shown):
+            return  # nothing new: a heartbeat read after its step's whole text
+        if reply_id != self._last:
+            self.progress.end_answer()
+            self._last = reply_id
+        self.progress.token(text[len(shown) :])
+        self._shown[reply_id] = text
+
+    def printed(self, answer: str) -> bool:
+        """Whether the last reply printed is `answer` (its line then ended)."""
+        self.progress.end_answer()
+        return bool(answer) and self._shown.get(self._last) == answer
+
+
+def _show(
+    report: dict[str, Any], as_json: bool, thread_id: str, replies: Replies | None = None
+) -> int:
     """Print a turn's outcome as `run_to_stop` does in-process; the exit code."""
     if as_json:
         print_json(report)
         return 0
-    if report.get("answer"):
+    if report.get("answer") and not (replies and replies.printed(report["answer"])):
         sys.stdout.write(printable(report["answer"]) + "\n")
         sys.stdout.flush()
     for call in report.get("pending_approvals") or []:
@@ -50,6 +86,7 @@ async def _watch_deciding(
     thread_id: str,
     interactive: bool,
     graph: FerryGraph,
+    replies: Replies | None,
 ) -> dict[str, Any]:
     """Watch the turn; at a pause, ask the person at the terminal (when there is one)."""
     from graph.cli.approvals import ask_decisions
@@ -57,7 +94,11 @@ async def _watch_deciding(
     from graph.temporal import decide, watch
 
     while True:
-        report = await watch(handle, say)
+        report = await (
+            watch(handle, replies.line, replies.text) if replies else watch(handle, say)
+        )
+        if replies:
+            replies.progress.end_answer()
         if not (interactive and report.get("pending_approvals")):
             return report
         pending = pending_approvals_of(existing_state(graph, thread_id))
@@ -74,7 +115,10 @@ async def _start(
 
     while True:
         try:
-            return await start_turn(client, thread_id, question, model=args.model, **turn)
+            stream = not getattr(args, "json", False)
+            return await start_turn(
+                client, thread_id, question, model=args.model, stream=stream, **turn
+            )
         except TurnRunning:
             running = await running_turn(client, thread_id)
             if not getattr(args, "wait", False) or running is None:
@@ -90,6 +134,7 @@ def ask(args: argparse.Namespace) -> int:
     """`ferry ask` on Temporal."""
     settings = settings_of(args)
     question = question_of(args)
+    replies = None if args.json else Replies()
     with thread_graph(args) as graph:
         note = pick_thread(graph, args)
 
@@ -99,9 +144,9 @@ def ask(args: argparse.Namespace) -> int:
             if note:
                 sys.stderr.write(note)
             interactive = not args.json and sys.stdin.isatty()
-            return await _watch_deciding(client, handle, args.thread, interactive, graph)
+            return await _watch_deciding(client, handle, args.thread, interactive, graph, replies)
 
-        return _show(run_on_temporal(turn), args.json, args.thread)
+        return _show(run_on_temporal(turn), args.json, args.thread, replies)
 
 
 def chat(args: argparse.Namespace) -> int:
@@ -127,13 +172,15 @@ def chat(args: argparse.Namespace) -> int:
             if not question:
                 continue
 
-            async def turn(text: str = question) -> dict[str, Any]:
+            replies = Replies()
+
+            async def turn(text: str = question, replies: Replies = replies) -> dict[str, Any]:
                 client = await client_of(settings)
                 handle = await _start(client, args.thread, text, args, settings=settings)
-                return await _watch_deciding(client, handle, args.thread, True, graph)
+                return await _watch_deciding(client, handle, args.thread, True, graph, replies)
 
             try:
-                _show(run_on_temporal(turn), False, args.thread)
+                _show(run_on_temporal(turn), False, args.thread, replies)
             except KeyboardInterrupt:
                 say(
                     f"\nferry: left the answer running on Temporal; see it with: "
@@ -147,6 +194,7 @@ def resume(args: argparse.Namespace) -> int:
     from graph.temporal import decide, running_turn
 
     settings = settings_of(args)
+    replies = None if args.json else Replies()
     with thread_graph(args) as graph:
         state = existing_state(graph, args.thread)
 
@@ -173,12 +221,12 @@ def resume(args: argparse.Namespace) -> int:
                     return await _last_report(client, args.thread, state)
                 handle = await _start(client, args.thread, None, args, settings=settings)
             interactive = not args.json and sys.stdin.isatty()
-            return await _watch_deciding(client, handle, args.thread, interactive, graph)
+            return await _watch_deciding(client, handle, args.thread, interactive, graph, replies)
 
         report = run_on_temporal(turn)
         if report is None:
             return _nothing_to_resume(args, state)
-        return _show(report, args.json, args.thread)
+        return _show(report, args.json, args.thread, replies)
 
 
 async def _last_report(client: Client, thread_id: str, state: Any) -> dict[str, Any] | None:

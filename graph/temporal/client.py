@@ -6,6 +6,8 @@ report = await run_turn(client, thread_id, "What is 150 * 3?")  # `ask --json`'s
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 import uuid
 from collections.abc import Callable
@@ -19,6 +21,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.converter import DataConverter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
@@ -37,6 +40,10 @@ from graph.temporal.shapes import (
 from graph.threads.lease import ThreadBusy
 
 DEFAULT_ADDRESS = "localhost:7233"
+TOKENS_EVERY_S = 0.2
+"""How often a watcher of the answer's tokens reads the running step's latest heartbeat."""
+OnText = Callable[[str, str], None]
+"""Handed a model reply's id and its text so far, each time it has grown."""
 
 
 class TurnRunning(ThreadBusy):
@@ -85,9 +92,12 @@ async def start_turn(
     *,
     decision: dict[str, Any] | None = None,
     model: str | None = None,
+    stream: bool = False,
     settings: Settings | None = None,
 ) -> WorkflowHandle[Any, Any]:
     """Start the thread's turn on Temporal; `TurnRunning` if one runs there already.
+
+    `stream`: its steps heartbeat the model's reply as it comes, for `watch(on_text=...)`.
 
     A new question on a thread whose turn waits for approval sets that turn aside, as
     in-process: the calls it held are answered as undecided, and the question goes on.
@@ -100,6 +110,7 @@ async def start_turn(
         message_id=str(uuid.uuid4()) if question is not None else None,
         decision=decision,
         model=model,
+        stream=stream,
     )
     for attempt in range(2):
         try:
@@ -138,32 +149,97 @@ async def running_turn(client: Client, thread_id: str) -> WorkflowHandle[Any, An
 
 
 async def watch(
-    handle: WorkflowHandle[Any, Any], on_line: Callable[[str], None] | None = None
+    handle: WorkflowHandle[Any, Any],
+    on_line: Callable[[str], None] | None = None,
+    on_text: OnText | None = None,
 ) -> dict[str, Any]:
     """Follow a turn to its stop or its pause for approval; `ask --json`'s object.
 
-    Progress lines go to `on_line` as the workers report them. Leaving (Ctrl-C, a kill) leaves
-    the turn running: `ferry resume --thread ID` watches it again.
+    Progress lines go to `on_line` as the workers report them; model replies go to `on_text`
+    (the reply's id, its text so far): as their tokens come if the turn was started with
+    `stream=True`, and whole once their step ends. Leaving (Ctrl-C, a kill) leaves the turn
+    running: `ferry resume --thread ID` watches it again.
 
     Raises:
         TurnFailed: the turn failed, or was cancelled or terminated.
     """
-    seen = 0 if on_line else -1  # without lines to show, one answer when the turn stops
+    shown = _Shown(on_line, on_text)
+    following = asyncio.create_task(_follow_steps(handle, shown)) if on_text else None
+    try:
+        return await _watch(handle, shown, seen=0 if on_line or on_text else -1)
+    finally:
+        if following:
+            following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await following
+
+
+class _Shown:
+    """What a watcher was handed of each step's output, so that nothing is handed twice.
+
+    A running step's items come in its heartbeats, and all of them again once it ends.
+    """
+
+    def __init__(self, on_line: Callable[[str], None] | None, on_text: OnText | None) -> None:
+        self._on_line, self._on_text = on_line, on_text
+        self._counts: dict[str, int] = {}
+
+    def items(self, step: str, items: list[dict[str, str]]) -> None:
+        """Hand on the items of `step` beyond those handed on before (`items` is all so far)."""
+        start = self._counts.get(step, 0)
+        for item in items[start:]:
+            if "line" in item and self._on_line:
+                self._on_line(item["line"])
+            elif "reply" in item and self._on_text:
+                self._on_text(item["reply"], item["text"])
+        self._counts[step] = max(start, len(items))
+
+    def text(self, reply_id: str, text: str) -> None:
+        """The reply a running step's model is writing, so far."""
+        if self._on_text and text:
+            self._on_text(reply_id, text)
+
+
+async def _watch(handle: WorkflowHandle[Any, Any], shown: _Shown, seen: int) -> dict[str, Any]:
+    """Follow the turn's `progress` from item `seen` (negative: only its outcome)."""
     while True:
         try:
             progress = await handle.execute_update(PROGRESS_UPDATE, seen, result_type=Progress)
         except (RPCError, WorkflowUpdateFailedError):  # the workflow closed meanwhile
             return await _result(handle)
-        if on_line:
-            for line in progress.lines:
-                on_line(line)
-            seen += len(progress.lines)
+        steps: dict[str, list[dict[str, str]]] = {}
+        for item in progress.output:  # each ended step's items, all of them
+            steps.setdefault(item.get("step", ""), []).append(item)
+        for step, items in steps.items():
+            shown.items(step, items)
+        seen += len(progress.output)
         if progress.state == "done":
             # The answer is known before the workflow closes: waiting for it to close lets
             # the next turn on the thread start at once (one workflow per thread at a time).
             return await _result(handle)
         if progress.state != "running" and progress.report is not None:
             return ordered_report(progress.report)
+
+
+async def _follow_steps(handle: WorkflowHandle[Any, Any], shown: _Shown) -> None:
+    """Hand on the running step's output and reply so far, from its latest heartbeat.
+
+    The tokens never enter the turn's history: a step heartbeats what it has shown
+    (graph/temporal/worker.py), and Temporal keeps only a running activity's last heartbeat.
+    """
+    convert = DataConverter.default.payload_converter
+    while True:
+        await asyncio.sleep(TOKENS_EVERY_S)
+        try:
+            described = await handle.describe()
+        except RPCError:
+            continue  # the server is briefly away: the step's summary still brings the text
+        for running in described.raw_description.pending_activities:
+            payloads = list(running.heartbeat_details.payloads)
+            beat = convert.from_payloads(payloads)[0] if payloads else None
+            if isinstance(beat, dict) and "step" in beat:
+                shown.items(str(beat["step"]), list(beat.get("output") or []))
+                shown.text(str(beat.get("reply", "")), str(beat.get("text", "")))
 
 
 async def _result(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
@@ -193,13 +269,17 @@ async def run_turn(
     model: str | None = None,
     settings: Settings | None = None,
     on_line: Callable[[str], None] | None = None,
+    on_text: OnText | None = None,
 ) -> dict[str, Any]:
     """Ask `question` on the thread through Temporal; what `ferry ask --json` prints.
 
-    `on_line` is handed each progress line (`→ lookup(key="k")`, `✓ lookup 3 ms`) as it comes.
+    `on_line` is handed each progress line (`→ lookup(key="k")`, `✓ lookup 3 ms`) as it comes;
+    `on_text` each model reply's id and text so far, as its tokens come.
     """
-    handle = await start_turn(client, thread_id, question, model=model, settings=settings)
-    return await watch(handle, on_line)
+    handle = await start_turn(
+        client, thread_id, question, model=model, stream=on_text is not None, settings=settings
+    )
+    return await watch(handle, on_line, on_text)
 
 
 async def decide(

@@ -15,8 +15,8 @@ PROGRESS_UPDATE = "progress"
 DECIDE_UPDATE = "decide"
 SET_ASIDE_UPDATE = "set_aside"
 
-MODEL, TOOLS, END = "model", "tools", "end"
-"""What runs next: a model step (`call_model`, then `check`), a tool step, or nothing."""
+STEP, END = "step", "end"
+"""What runs next: another step (the released tool calls, then the model), or nothing."""
 
 
 def workflow_id(thread_id: str) -> str:
@@ -37,19 +37,22 @@ class TurnInput:
     """A resume value (`{"decisions": [...]}`) for calls awaiting approval."""
     model: str | None = None
     """A model spec overriding the worker's `FERRY_MODEL` (`--model`)."""
+    stream: bool = False
+    """The client shows the answer's tokens as they come (`StepInput.stream`)."""
 
 
 @dataclass
 class StepInput:
-    """One activity: advance the thread by one model step or one tool step."""
+    """One activity: advance the thread by one step (its tool calls, then one model call)."""
 
     thread_id: str
-    kind: str
     seconds_left: float
     question: str | None = None
     message_id: str | None = None
     decision: dict[str, Any] | None = None
     model: str | None = None
+    stream: bool = False
+    """Someone watches the reply's tokens: the step heartbeats them as they come."""
 
 
 @dataclass
@@ -57,13 +60,14 @@ class StepSummary:
     """What a step did and what comes next, as the workflow needs it to decide."""
 
     next: str
-    """`MODEL`, `TOOLS` or `END`."""
+    """`STEP` or `END`."""
     model_calls: int = 0
     usage: dict[str, int] = field(default_factory=dict)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     """`--json`'s entries for the calls this step answered."""
-    lines: list[str] = field(default_factory=list)
-    """Progress lines, as `ferry ask` prints them on stderr."""
+    output: list[dict[str, str]] = field(default_factory=list)
+    """What the step shows, in order: `{"line": ...}`, a progress line as `ferry ask` prints
+    it on stderr, and `{"reply": id, "text": ...}`, a model reply's whole text."""
     pending_approvals: list[dict[str, Any]] = field(default_factory=list)
     stop_reason: str | None = None
     answer: str = ""
@@ -71,9 +75,9 @@ class StepSummary:
 
 @dataclass
 class Progress:
-    """What a client watching the turn is told: lines after the ones it has, and the outcome."""
+    """What a client watching the turn is told: output after what it has, and the outcome."""
 
-    lines: list[str]
+    output: list[dict[str, str]]
     state: str
     """`running`, `awaiting_approval` or `done`."""
     report: dict[str, Any] | None = None

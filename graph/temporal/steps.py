@@ -1,34 +1,27 @@
-"""One step of a thread, run by an activity: Ferry's compiled graph, stopped at node boundaries.
+"""One step of a thread, run by an activity: Ferry's compiled graph, up to one model call's end.
 
-A model step stores the turn's input (a question, a decision) if it is not stored yet, then
-runs `call_model` and `check`, stopped by `interrupt_after=["check"]`; a tool step runs the
-`execute_tool` tasks `check` released, stopped by `interrupt_before=["call_model"]`. Each is
-one invocation of the graph, so every checkpoint, message id and stored history is the one an
-in-process run writes. A step that is
-retried (its worker died) finds what its first attempt stored: the question is not stored twice,
-a finished tool call is replayed from its saved write, and a `retry_safe=False` call that had
-started is answered "not re-run" from its start record.
+A step is one invocation of the graph stopped by `interrupt_after=["check"]`: it runs the
+`execute_tool` tasks the last `check` released (none in a turn's first step), then `call_model`
+and `check`. So a turn of n tool rounds is n + 1 steps, one a model call, and every checkpoint,
+message id and stored history is the one an in-process run writes. The first step stores the
+turn's input (a question, a decision). A step that is retried (its worker died) finds what its
+first attempt stored: the question is not stored twice, a finished tool call is replayed from
+its saved write, and a `retry_safe=False` call that had started is answered "not re-run" from
+its start record.
 """
 
 from __future__ import annotations
 
-import io
 import threading
 import time
 from typing import TYPE_CHECKING, Any, cast
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langgraph.types import Command
 
-from graph.cli.render import (
-    Progress,
-    RunSummary,
-    json_report,
-    pending_approvals_of,
-    record_update,
-)
+from graph.cli.render import RunSummary, json_report, pending_approvals_of, record_update
 from graph.run import CAN_APPROVE, RunContext
-from graph.temporal.shapes import END, MODEL, TOOLS, StepInput, StepSummary
+from graph.temporal.shapes import END, STEP, StepInput, StepSummary
 from graph.threads.lease import WAIT_FOR_THREAD
 
 if TYPE_CHECKING:
@@ -37,11 +30,58 @@ if TYPE_CHECKING:
 
     from graph.builder import FerryGraph
 
-STOPS: dict[str, dict[str, list[str]]] = {
-    MODEL: {"interrupt_after": ["check"]},
-    TOOLS: {"interrupt_before": ["call_model"]},
-}
 _NODES = ("call_model", "check", "execute_tool")
+
+
+class StepOutput:
+    """What a step shows, in order: progress lines and model replies (`StepSummary.output`).
+
+    Each item names its step (`step`, the activity's id and attempt), so a watcher that saw
+    some of a step's items while it ran (its heartbeats, graph/temporal/worker.py) is handed
+    only the rest when it ends. It stands in for the CLI's `Progress`, whose `note` it records;
+    written by the step's thread, read by the activity's heartbeat.
+    """
+
+    def __init__(self, step: str = "") -> None:
+        self.step = step
+        self._lock = threading.Lock()
+        self._items: list[dict[str, str]] = []
+        self._reply, self._text = "", ""
+
+    def note(self, line: str) -> None:
+        """A progress line."""
+        with self._lock:
+            self._items.append({"step": self.step, "line": line})
+
+    def reply(self, message: AIMessage) -> None:
+        """A model reply, whole."""
+        if message.text:
+            with self._lock:
+                self._items.append(
+                    {"step": self.step, "reply": message.id or "", "text": message.text}
+                )
+
+    def token(self, reply_id: str, text: str) -> None:
+        """A piece of the reply the model is writing (a new id starts a new reply)."""
+        with self._lock:
+            if reply_id != self._reply:
+                self._reply, self._text = reply_id, ""
+            self._text += text
+
+    def items(self) -> list[dict[str, str]]:
+        """The lines and whole replies so far."""
+        with self._lock:
+            return list(self._items)
+
+    def now(self) -> dict[str, Any]:
+        """What a heartbeat carries: the items so far and the reply being written."""
+        with self._lock:
+            return {
+                "step": self.step,
+                "output": list(self._items),
+                "reply": self._reply,
+                "text": self._text,
+            }
 
 
 def step_config(thread_id: str, lease_wait_s: float) -> RunnableConfig:
@@ -68,17 +108,15 @@ def _context(seconds_left: float, budget_s: float) -> RunContext:
     return context
 
 
-def _first_input(graph: FerryGraph, step: StepInput, config: RunnableConfig) -> Any:
+def _first_input(graph: FerryGraph, step: StepInput, config: RunnableConfig, retried: bool) -> Any:
     """The step's input, unless an earlier attempt of the same step already stored it."""
-    if step.question is None and step.decision is None:
-        return None
-    state = graph.get_state(config)
     if step.question is not None:
-        stored = {m.id for m in (state.values or {}).get("messages", [])}
-        if step.message_id in stored:
-            return None
-        return {"messages": [HumanMessage(step.question, id=step.message_id)]}
-    if step.decision is not None and pending_approvals_of(state):
+        question = {"messages": [HumanMessage(step.question, id=step.message_id)]}
+        if not retried:  # the thread is only read when an earlier attempt may have stored it
+            return question
+        stored = {m.id for m in (graph.get_state(config).values or {}).get("messages", [])}
+        return None if step.message_id in stored else question
+    if step.decision is not None and pending_approvals_of(graph.get_state(config)):
         return Command(resume=step.decision)
     return None
 
@@ -89,19 +127,24 @@ def advance(
     budget_s: float,
     lease_wait_s: float,
     cancelled: threading.Event,
+    retried: bool = False,
+    output: StepOutput | None = None,
 ) -> StepSummary:
-    """Run one model step or one tool step of the thread; what it did and what comes next."""
+    """Run one step of the thread; what it did and what comes next.
+
+    `retried`: an earlier attempt of this step may have run; `output` records what the step
+    shows as it goes, with the reply's tokens if `step.stream`.
+    """
     config = step_config(step.thread_id, lease_wait_s)
-    graph_input = _first_input(graph, step, config)
-    summary, notes = RunSummary(), io.StringIO()
-    progress = Progress(out=None, err=notes)
+    graph_input = _first_input(graph, step, config, retried)
+    summary, output = RunSummary(), output or StepOutput()
     for _ in range(2):  # a second pass only if the first stopped before doing anything
-        worked = _stream(graph, graph_input, config, summary, progress, step, budget_s, cancelled)
+        worked = _stream(graph, graph_input, config, summary, output, step, budget_s, cancelled)
         graph_input = None
         state = graph.get_state(config)
         if worked or cancelled.is_set() or not state.next or pending_approvals_of(state):
             break
-    return _summary(state, summary, notes.getvalue(), step.thread_id)
+    return _summary(state, summary, output, step.thread_id)
 
 
 def _stream(
@@ -109,7 +152,7 @@ def _stream(
     graph_input: Any,
     config: RunnableConfig,
     summary: RunSummary,
-    progress: Progress,
+    output: StepOutput,
     step: StepInput,
     budget_s: float,
     cancelled: threading.Event,
@@ -119,44 +162,61 @@ def _stream(
     parts = graph.stream(
         graph_input,
         config,
-        stream_mode="updates",
-        **STOPS.get(step.kind, STOPS[MODEL]),
+        stream_mode=["updates", "messages"] if step.stream else ["updates"],
+        interrupt_after=["check"],
         context=_context(step.seconds_left, budget_s),
     )
     try:
-        for chunk in parts:
+        for mode, chunk in cast("Any", parts):
             if cancelled.is_set():  # `ferry cancel`: stop after the running node
                 break
+            if mode == "messages":
+                message, meta = chunk
+                if (
+                    isinstance(message, AIMessageChunk)
+                    and meta.get("langgraph_node") == "call_model"
+                ):
+                    output.token(message.id or "", message.text)
+                continue
             if chunk.get("__metadata__", {}).get("cached"):  # replays of pre-crash results
                 continue
             for node, update in chunk.items():
                 if node in _NODES:
                     worked = True
-                record_update(node, update, summary, progress)
+                if node == "call_model":
+                    for message in _messages(update):
+                        output.reply(message)
+                record_update(node, update, summary, output)
     finally:
         parts.close()
     return worked
 
 
-def _summary(state: StateSnapshot, summary: RunSummary, notes: str, thread_id: str) -> StepSummary:
-    """The step's summary: its counts, lines and the calls it answered, and what runs next."""
+def _messages(update: Any) -> list[AIMessage]:
+    updates = update if isinstance(update, list) else [update]
+    return [
+        message
+        for one in updates
+        if isinstance(one, dict)
+        for message in one.get("messages") or []
+        if isinstance(message, AIMessage)
+    ]
+
+
+def _summary(
+    state: StateSnapshot, summary: RunSummary, output: StepOutput, thread_id: str
+) -> StepSummary:
+    """The step's summary: its counts, output and the calls it answered, and what runs next."""
     values = cast(dict[str, Any], state.values or {})
     pending = pending_approvals_of(state)
     report = json_report(thread_id, values, summary, pending)
-    upcoming = {task.name for task in state.tasks if not task.interrupts}
-    after = (
-        END
-        if pending or not state.next
-        else TOOLS
-        if "execute_tool" in upcoming and "call_model" not in upcoming
-        else MODEL
-    )
+    after = END if pending or not state.next else STEP
     return StepSummary(
         next=after,
         model_calls=summary.model_calls,
         usage=dict(summary.usage),
         tool_calls=report["tool_calls"],
-        lines=[line for line in notes.splitlines() if line],
+        output=output.items(),
         pending_approvals=report.get("pending_approvals", []),
         stop_reason=report["stop_reason"] if after == END else None,
         answer=report["answer"] if after == END else "",

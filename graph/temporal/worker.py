@@ -13,7 +13,8 @@ import functools
 import signal
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 from temporalio.client import Client
@@ -23,13 +24,15 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from graph.settings import Settings
 from graph.temporal.shapes import STEP_ACTIVITY, StepInput, StepSummary
-from graph.temporal.steps import advance
+from graph.temporal.steps import StepOutput, advance
 from graph.temporal.workflow import FerryTurn
 
 if TYPE_CHECKING:
     from graph.builder import FerryGraph
 
 BEAT_S = 2.0
+TOKENS_EVERY_S = 0.2
+"""How often a step whose reply is watched heartbeats the reply so far (`ferry ask` streams it)."""
 WORKFLOW_RUNNER = SandboxedWorkflowRunner(
     restrictions=SandboxRestrictions.default.with_passthrough_modules("graph", "tools")
 )
@@ -70,8 +73,14 @@ class Steps:
 
     @activity.defn(name=STEP_ACTIVITY)
     async def step(self, step: StepInput) -> StepSummary:
-        """Advance the thread by one step, beating while it runs; stop early when cancelled."""
+        """Advance the thread by one step, beating while it runs; stop early when cancelled.
+
+        A watched reply rides on the heartbeats: a client reads the step's latest heartbeat
+        (graph/temporal/client.py), so tokens reach it without going through the history.
+        """
         cancelled = threading.Event()
+        info = activity.info()
+        output = StepOutput(f"{info.activity_id}.{info.attempt}")
         run = functools.partial(
             advance,
             self.graph(step.model),
@@ -79,14 +88,22 @@ class Steps:
             self._settings.time_budget_s,
             self._settings.lease_timeout_s + 5.0,
             cancelled,
+            retried=info.attempt > 1,
+            output=output,
         )
         running = asyncio.get_running_loop().run_in_executor(self._threads, run)
+        beat, waited = TOKENS_EVERY_S if step.stream else BEAT_S, 0.0
+        sent: dict[str, Any] = {}
         try:
             while True:
-                done, _ = await asyncio.wait({running}, timeout=BEAT_S)
+                done, _ = await asyncio.wait({running}, timeout=beat)
                 if done:
                     return running.result()
-                activity.heartbeat()
+                waited += beat
+                now = output.now() if step.stream else {}
+                if now != sent or waited >= BEAT_S:
+                    activity.heartbeat(now)
+                    sent, waited = now, 0.0
         except asyncio.CancelledError:
             # The graph stops after its running node; the lease is released as it ends.
             cancelled.set()
@@ -106,6 +123,9 @@ def make_worker(client: Client, steps: Steps, task_queue: str) -> Worker:
         workflow_runner=WORKFLOW_RUNNER,
         activities=[steps.step],
         max_concurrent_activities=steps.max_steps,
+        # A heartbeat carrying a watched reply's tokens goes out at once, not at the SDK's
+        # default pace (most of the heartbeat timeout).
+        max_heartbeat_throttle_interval=timedelta(seconds=TOKENS_EVERY_S),
     )
 
 

@@ -3,7 +3,8 @@
 Everything here replays: no I/O, no wall clock but `workflow.now()`, no randomness, no import of
 LangChain or of Ferry's graph (shapes.py is plain dataclasses). A change to the order or the
 options of the activities it schedules breaks replay of recorded histories, which the tests'
-`Replayer` catches (tests/temporal/test_replay.py).
+`Replayer` catches (tests/temporal/test_replay.py, over histories recorded in
+tests/temporal/histories/).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ with workflow.unsafe.imports_passed_through():  # plain dataclasses: no need to 
     from graph.temporal.shapes import (
         DECIDE_UPDATE,
         END,
-        MODEL,
         PROGRESS_UPDATE,
         SET_ASIDE_UPDATE,
         STEP_ACTIVITY,
@@ -68,7 +68,7 @@ class FerryTurn:
     """One turn of one thread, to its answer, a guard's stop, or a person's decision."""
 
     def __init__(self) -> None:
-        self._lines: list[str] = []
+        self._output: list[dict[str, str]] = []
         self._state = "running"
         self._report: dict[str, Any] | None = None
         self._pending: list[dict[str, Any]] = []
@@ -84,12 +84,12 @@ class FerryTurn:
         deadline = workflow.now() + timedelta(seconds=turn.time_budget_s)
         step = StepInput(
             thread_id=turn.thread_id,
-            kind=MODEL,
             seconds_left=turn.time_budget_s,
             question=turn.question,
             message_id=turn.message_id,
             decision=turn.decision,
             model=turn.model,
+            stream=turn.stream,
         )
         while True:
             left = max((deadline - workflow.now()).total_seconds(), 0.0)
@@ -111,18 +111,20 @@ class FerryTurn:
                 # The decision starts a new invocation with its own budget, as `ferry resume
                 # --approve` does in-process: the wait for a person is not the run's time.
                 deadline = workflow.now() + timedelta(seconds=turn.time_budget_s)
-                step = StepInput(turn.thread_id, MODEL, 0.0, decision=decision, model=turn.model)
+                step = StepInput(
+                    turn.thread_id, 0.0, decision=decision, model=turn.model, stream=turn.stream
+                )
                 continue
             if summary.next == END:
                 self._finish(turn.thread_id, summary, "done")
                 break
-            step = StepInput(turn.thread_id, summary.next, 0.0, model=turn.model)
+            step = StepInput(turn.thread_id, 0.0, model=turn.model, stream=turn.stream)
         await workflow.wait_condition(workflow.all_handlers_finished)
         assert self._report is not None
         return self._report
 
     def _record(self, summary: StepSummary) -> None:
-        self._lines.extend(summary.lines)
+        self._output.extend(summary.output)
         self._model_calls += summary.model_calls
         for key, tokens in summary.usage.items():
             self._usage[key] = self._usage.get(key, 0) + tokens
@@ -162,9 +164,15 @@ class FerryTurn:
 
     @workflow.update(name=PROGRESS_UPDATE)
     async def progress(self, seen: int) -> Progress:
-        """The lines after the first `seen`, once there are any or the turn stopped or paused."""
-        await workflow.wait_condition(lambda: len(self._lines) > seen or self._state != "running")
-        return Progress(lines=self._lines[seen:], state=self._state, report=self._report)
+        """The output after its first `seen` items, once there is some or the turn stops or pauses.
+
+        A negative `seen` asks for no output: the answer, once the turn stops or pauses.
+        """
+        await workflow.wait_condition(
+            lambda: len(self._output) > seen >= 0 or self._state != "running"
+        )
+        output = self._output[seen:] if seen >= 0 else []
+        return Progress(output=output, state=self._state, report=self._report)
 
     @workflow.update(name=DECIDE_UPDATE)
     def decide(self, decision: dict[str, Any]) -> list[dict[str, Any]]:

@@ -25,8 +25,13 @@ from tests.support.cli_helpers import (
 )
 from tests.support.held import HOLD_LIMIT_S, held_step
 from tests.support.servers.base import closed_port_url
-from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
-from tests.temporal.helpers import start_worker, stop
+from tests.support.servers.openai import (
+    OpenAIServer,
+    held_stream,
+    openai_answer,
+    openai_tool_calls,
+)
+from tests.temporal.helpers import start_worker, stop, wait_until
 from tests.temporal.worker_process import tool_log
 
 CALC = openai_tool_calls(("calculator", {"expression": "6 * 7"}))
@@ -77,6 +82,32 @@ def test_ask_on_temporal_prints_what_it_prints_in_process_and_the_thread_goes_bo
     assert roles == ["user", "assistant", "tool", "assistant", "user", "assistant", "user",
                      "assistant", "tool", "assistant"]  # fmt: skip
     assert model.rejections == []
+
+
+def test_ask_on_temporal_streams_the_answer_while_the_model_writes_it(
+    env: dict[str, str], worker: object, model: OpenAIServer, tmp_path: Path
+) -> None:
+    arrived, release = threading.Event(), threading.Event()
+    answer = "The answer is forty-two, as computed by hand."
+    model.script([CALC, held_stream(openai_answer(answer), 3, arrived, release)])
+    client = start_ferry("ask", "What is 6 * 7?", env=env, cwd=tmp_path)
+    shown: list[str] = []
+    assert client.stdout is not None
+    reader = threading.Thread(target=lambda: shown.extend(iter(lambda: client.stdout.read(1), "")))
+    reader.start()
+    try:
+        assert arrived.wait(HOLD_LIMIT_S)  # the model sent "The answer i" and holds the rest
+        wait_until(lambda: "".join(shown) == "The answer i", "the first tokens on stdout")
+    finally:
+        release.set()
+        reader.join(timeout=HOLD_LIMIT_S)
+        client.wait(timeout=HOLD_LIMIT_S)
+        _, err = kill(client)
+    assert client.returncode == 0, err
+    assert "".join(shown) == answer + "\n"  # printed once, as it came
+    lines = err.splitlines()
+    assert [line for line in lines if "calculator" in line][0].startswith("→ calculator(")
+    assert sum(line.startswith("✓ calculator") for line in lines) == 1
 
 
 def test_no_temporal_server_is_one_line_naming_the_address(

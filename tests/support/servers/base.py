@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -36,7 +37,7 @@ class Reply:
     body: bytes | str | dict[str, Any] | list[Any] = b""
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
-    chunks: list[bytes] | None = None  # streamed as they are, e.g. server-sent events
+    chunks: Iterable[bytes] | None = None  # streamed as they are, e.g. server-sent events
     chunk_delay_s: float = 0.0  # a pause before each chunk: a slow stream
 
 

@@ -8,16 +8,19 @@ A step is `openai_answer(...)`, `openai_tool_calls(...)`, a `Reply` sent as it i
 `(request_json) -> step`. A request the real API would reject gets its 400 and plays no step.
 A tool call's arguments may be a string, sent as it is (broken JSON, say); `cut_stream(step, n)`
 closes a streamed reply cleanly after `n` characters of text and arguments, with no finish reason;
-`slow_stream(step, s)` pauses `s` seconds before each streamed chunk.
+`slow_stream(step, s)` pauses `s` seconds before each streamed chunk; `held_stream(step, n,
+arrived, release)` streams `n` chunks, then sets `arrived` and waits for `release` to go on.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from tests.support.held import HOLD_LIMIT_S
 from tests.support.servers.base import Reply, Request
 from tests.support.servers.scripted import ScriptedServer
 
@@ -45,6 +48,23 @@ def cut_stream(step: dict[str, Any], after: int) -> dict[str, Any]:
 def slow_stream(step: dict[str, Any], chunk_delay_s: float) -> dict[str, Any]:
     """`step`, streamed with a pause of `chunk_delay_s` before each chunk."""
     return {**step, "chunk_delay_s": chunk_delay_s}
+
+
+def held_stream(
+    step: dict[str, Any], chunks: int, arrived: threading.Event, release: threading.Event
+) -> dict[str, Any]:
+    """`step`, streamed: `chunks` chunks, then a pause until `release` (`arrived` set), the rest."""
+    return {**step, "hold": (chunks, arrived, release)}
+
+
+def _held(
+    events: list[bytes], hold: tuple[int, threading.Event, threading.Event]
+) -> Iterator[bytes]:
+    chunks, arrived, release = hold
+    yield from events[:chunks]
+    arrived.set()
+    release.wait(HOLD_LIMIT_S)
+    yield from events[chunks:]
 
 
 def _error(message: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
@@ -110,7 +130,8 @@ class OpenAIServer(ScriptedServer):
             if not (body.get("stream_options") or {}).get("include_usage"):
                 usage = {}
             events = _events(head, content, calls, finish, usage, step.get("cut_after"))
-            return Reply(chunks=events, chunk_delay_s=step.get("chunk_delay_s", 0.0))
+            held = _held(events, step["hold"]) if step.get("hold") else events
+            return Reply(chunks=held, chunk_delay_s=step.get("chunk_delay_s", 0.0))
         message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
         if calls:
             message["tool_calls"] = calls
