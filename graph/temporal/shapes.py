@@ -11,6 +11,8 @@ from typing import Any
 
 WORKFLOW_NAME = "FerryTurn"
 STEP_ACTIVITY = "ferry_step"
+AWAITING_ACTIVITY = "ferry_awaiting"
+"""The ids of the thread's calls awaiting approval now, as stored (a short read)."""
 PROGRESS_UPDATE = "progress"
 DECIDE_UPDATE = "decide"
 SET_ASIDE_UPDATE = "set_aside"

@@ -138,11 +138,18 @@ def advance(
     config = step_config(step.thread_id, lease_wait_s)
     graph_input = _first_input(graph, step, config, retried)
     summary, output = RunSummary(), output or StepOutput()
-    for _ in range(2):  # a second pass only if the first stopped before doing anything
-        worked = _stream(graph, graph_input, config, summary, output, step, budget_s, cancelled)
+    # Another pass while no model call ran: a decision resumes `check`, which then stops at
+    # its own `interrupt_after`, and a stored stop may be met before any node runs.
+    for _ in range(3):
+        ran = _stream(graph, graph_input, config, summary, output, step, budget_s, cancelled)
         graph_input = None
         state = graph.get_state(config)
-        if worked or cancelled.is_set() or not state.next or pending_approvals_of(state):
+        if (
+            "call_model" in ran
+            or cancelled.is_set()
+            or not state.next
+            or pending_approvals_of(state)
+        ):
             break
     return _summary(state, summary, output, step.thread_id)
 
@@ -156,9 +163,9 @@ def _stream(
     step: StepInput,
     budget_s: float,
     cancelled: threading.Event,
-) -> bool:
-    """Stream the graph to its next stop, recording what it did; whether a node ran."""
-    worked = False
+) -> set[str]:
+    """Stream the graph to its next stop, recording what it did; the nodes that ran."""
+    ran: set[str] = set()
     parts = graph.stream(
         graph_input,
         config,
@@ -182,14 +189,14 @@ def _stream(
                 continue
             for node, update in chunk.items():
                 if node in _NODES:
-                    worked = True
+                    ran.add(node)
                 if node == "call_model":
                     for message in _messages(update):
                         output.reply(message)
                 record_update(node, update, summary, output)
     finally:
         parts.close()
-    return worked
+    return ran
 
 
 def _messages(update: Any) -> list[AIMessage]:

@@ -23,7 +23,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from graph.settings import Settings
-from graph.temporal.shapes import STEP_ACTIVITY, StepInput, StepSummary
+from graph.temporal.shapes import AWAITING_ACTIVITY, STEP_ACTIVITY, StepInput, StepSummary
 from graph.temporal.steps import StepOutput, advance
 from graph.temporal.workflow import FerryTurn
 
@@ -109,6 +109,18 @@ class Steps:
             cancelled.set()
             raise
 
+    @activity.defn(name=AWAITING_ACTIVITY)
+    async def awaiting(self, thread_id: str) -> list[str]:
+        """The ids of the thread's calls awaiting approval now, as stored."""
+        from graph.cli.render import pending_approvals_of
+        from graph.temporal.steps import step_config
+
+        config = step_config(thread_id, 0.0)
+        state = await asyncio.get_running_loop().run_in_executor(
+            self._threads, self._graph.get_state, config
+        )
+        return [str(call.get("id")) for call in pending_approvals_of(state)]
+
     def close(self) -> None:
         """Let the running steps finish, then release their threads."""
         self._threads.shutdown(wait=False, cancel_futures=True)
@@ -121,7 +133,7 @@ def make_worker(client: Client, steps: Steps, task_queue: str) -> Worker:
         task_queue=task_queue,
         workflows=[FerryTurn],
         workflow_runner=WORKFLOW_RUNNER,
-        activities=[steps.step],
+        activities=[steps.step, steps.awaiting],
         max_concurrent_activities=steps.max_steps,
         # A heartbeat carrying a watched reply's tokens goes out at once, not at the SDK's
         # default pace (most of the heartbeat timeout).

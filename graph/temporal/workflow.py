@@ -14,9 +14,11 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():  # plain dataclasses: no need to re-import them
     from graph.temporal.shapes import (
+        AWAITING_ACTIVITY,
         DECIDE_UPDATE,
         END,
         PROGRESS_UPDATE,
@@ -57,6 +59,11 @@ HEARTBEAT = timedelta(seconds=10)
 """A step beats every 2 s; one silent this long is on a dead worker and runs on another."""
 STEP_MARGIN_S = 60.0
 """How long past the turn's time left a step may take: a guard then ends the turn in words."""
+LOOK_ELSEWHERE_S = (2.0, 600.0)
+"""While a turn waits for a decision it reads the stored thread after 2 s, then twice as long
+each time up to 10 min (a week's wait is ~1,000 reads): a pause decided elsewhere — Studio's
+resume, or Python's, runs the thread in-process — ends the turn instead of leaving it waiting.
+"""
 
 
 def _empty_usage() -> dict[str, int]:
@@ -151,16 +158,45 @@ class FerryTurn:
         """
         self._pending = summary.pending_approvals
         self._finish(thread_id, summary, "awaiting_approval")
-        await workflow.wait_condition(lambda: self._decision is not None or self._set_aside)
+        wait_s = LOOK_ELSEWHERE_S[0]
+        while True:
+            try:
+                await workflow.wait_condition(
+                    lambda: self._decision is not None or self._set_aside,
+                    timeout=timedelta(seconds=wait_s),
+                )
+                break
+            except TimeoutError:
+                if await self._decided_elsewhere(thread_id):
+                    self._set_aside = True
+                    break
+                wait_s = min(wait_s * 2, LOOK_ELSEWHERE_S[1])
         if self._set_aside:
             self._state = "done"
             return None
         decision, self._decision, self._pending = self._decision, None, []
-        # The resumed invocation reports its own calls and usage, as in-process.
+        # The resumed invocation reports its own calls, usage and output, as in-process: a
+        # client watching it after the decision is shown what follows, not the lines again.
         self._model_calls, self._usage, self._tool_calls = 0, _empty_usage(), []
+        self._output = []
         self._state, self._report = "running", None
         assert decision is not None
         return decision
+
+    async def _decided_elsewhere(self, thread_id: str) -> bool:
+        """Whether none of the calls this turn holds awaits approval on the stored thread."""
+        try:
+            awaiting: list[str] = await workflow.execute_activity(
+                AWAITING_ACTIVITY,
+                thread_id,
+                result_type=list[str],
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+            )
+        except ActivityError:  # no worker could read the thread: look again later
+            return False
+        held = {call.get("id") for call in self._pending}
+        return self._decision is None and not held & set(awaiting)
 
     @workflow.update(name=PROGRESS_UPDATE)
     async def progress(self, seen: int) -> Progress:

