@@ -17,7 +17,9 @@ emulator (which answers 400 to a history the real API refuses) answering each mo
    in the task queue), so what is measured is capacity added by workers, not this machine's
    two cores (every worker, the server and the bench share them).
 3. added cost: one conversation at a time, model latency 0, one tool round a turn: the time a
-   turn takes on Temporal minus in-process, per model call, at turn 1 and at turn 100.
+   turn takes on Temporal minus in-process, per model call, at turn 1 and at turn 100; beside
+   it, Temporal's own cost of one no-op activity on the same server (bench/temporal_floor.py),
+   the floor under it (a model call is one activity).
 """
 
 from __future__ import annotations
@@ -205,26 +207,34 @@ async def converse(client: Any, names: list[str], turns: int, rounds: int) -> li
     return [report for reports in done for report in reports]
 
 
-def tool_runs(path: Path) -> dict[str, Any]:
-    """From the tools' log: finished calls run again, side-effect calls run twice."""
+def tool_runs(path: Path, kills: list[tuple[float, int]] | None = None) -> dict[str, Any]:
+    """From the tools' log: finished calls run again, side-effect calls run twice.
+
+    For each finished call run again: how long before its worker was killed it had ended
+    (`kills` are (time, pid) pairs) — a call whose result was not yet saved when the kill came.
+    """
     lines = path.read_text().splitlines() if path.exists() else []
     starts: Counter[str] = Counter()
-    ended: set[str] = set()
-    rerun_finished, side_effects = 0, Counter[str]()
+    ended: dict[str, tuple[float, int]] = {}
+    rerun_finished, side_effects, before_kill = 0, Counter[str](), []
     for line in lines:
-        kind, call_id, tool = line.split()
+        kind, call_id, tool, at, pid = line.split()
         if kind == "start":
             if call_id in ended:
                 rerun_finished += 1
+                end_at, end_pid = ended[call_id]
+                after = [t for t, p in kills or [] if p == end_pid and t >= end_at]
+                before_kill.append(round((min(after) - end_at) * 1000) if after else None)
             starts[call_id] += 1
             if tool == "record":
                 side_effects[call_id] += 1
         else:
-            ended.add(call_id)
+            ended[call_id] = (float(at), int(pid))
     return {
         "tool_runs": sum(starts.values()),
         "calls_started_twice": sum(1 for n in starts.values() if n > 1),
         "finished_calls_rerun": rerun_finished,
+        "finished_calls_rerun_ended_ms_before_the_kill": before_kill,
         "side_effect_calls_twice": sum(1 for n in side_effects.values() if n > 1),
     }
 
@@ -273,7 +283,7 @@ def kills_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -> dic
     names = [f"kill-{i}-{uuid.uuid4().hex[:6]}" for i in range(args.conversations)]
     expected_calls = args.conversations * args.turns * 4
     rng = random.Random(args.seed)
-    kills: list[float] = []
+    kills: list[tuple[float, int]] = []  # when (wall clock, as the tools log) and which worker
     base = cluster.model.calls
     stop = threading.Event()
 
@@ -288,9 +298,9 @@ def kills_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -> dic
             alive = [w for w in cluster.workers if w.poll() is None]
             victim = rng.choice(alive)
             victim.send_signal(signal.SIGKILL)
+            kills.append((time.time(), victim.pid))
             victim.wait(timeout=30)
             cluster.workers.remove(victim)
-            kills.append(time.monotonic())
             cluster.start_worker()
 
     started = time.monotonic()
@@ -328,7 +338,7 @@ def kills_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -> dic
         "model_calls": cluster.model.calls - base,
         "model_calls_needed": expected_calls,
         "provider_400s": len(cluster.model.rejections),
-        **tool_runs(cluster.tool_log),
+        **tool_runs(cluster.tool_log, kills),
         "side_effects_answered_not_rerun": not_rerun,
         "histories_valid": len(histories) - len(invalid),
         "histories_invalid": {n: p[:3] for n, p in list(invalid.items())[:5]},
@@ -367,12 +377,27 @@ def throughput_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -
     return figures
 
 
+def steps_seconds(history: Any) -> float:
+    """Seconds a turn's history spent inside its steps (each attempt, started to completed)."""
+    started: dict[int, Any] = {}
+    total = 0.0
+    for event in history.events:
+        kind = event.WhichOneof("attributes")
+        if kind == "activity_task_started_event_attributes":
+            started[event.activity_task_started_event_attributes.scheduled_event_id] = event
+        elif kind == "activity_task_completed_event_attributes":
+            attrs = event.activity_task_completed_event_attributes
+            begun = started[attrs.scheduled_event_id].event_time.ToDatetime()
+            total += (event.event_time.ToDatetime() - begun).total_seconds()
+    return total
+
+
 def overhead_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -> dict[str, Any]:
     from bench.temporal_worker import TOOLS
     from graph.builder import build_graph
     from graph.settings import get_settings
     from graph.storage import open_saver
-    from graph.temporal import run_turn
+    from graph.temporal import start_turn, watch
 
     cluster.model.latency_s = 0.0
     tag = uuid.uuid4().hex[:6]
@@ -397,11 +422,15 @@ def overhead_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -> 
 
             async def there(name: str, turn: int) -> float:
                 started = time.monotonic()
-                await run_turn(client, name, question(name, turn, 1))
-                return time.monotonic() - started
+                handle = await start_turn(client, name, question(name, turn, 1))
+                await watch(handle)
+                took = time.monotonic() - started
+                run = client.get_workflow_handle(handle.id, run_id=handle.result_run_id)
+                in_steps.append(steps_seconds(await run.fetch_history()))
+                return took
 
             for at in (1, 100):
-                local, remote = [], []
+                local, remote, in_steps = [], [], []
                 for r in range(args.repeat):
                     a, b = f"{tag}-here-{at}-{r}", f"{tag}-there-{at}-{r}"
                     if at > 1 and r == 0:  # grow both threads in-process to turn at - 1
@@ -419,6 +448,14 @@ def overhead_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -> 
                     "in_process_ms": round(statistics.median(local) * 1000, 1),
                     "temporal_ms": round(statistics.median(remote) * 1000, 1),
                     "added_ms_per_model_call": round(per_call * 1000, 1),
+                    # Of which: Temporal's own round trips (the turn's time outside its steps),
+                    # and the steps' work beyond the in-process run's.
+                    "temporal_ms_per_model_call": round(
+                        (statistics.median(remote) - statistics.median(in_steps)) / 2 * 1000, 1
+                    ),
+                    "steps_ms_per_model_call": round(
+                        (statistics.median(in_steps) - statistics.median(local)) / 2 * 1000, 1
+                    ),
                 }
                 log(f"added cost at turn {at}: {results[f'turn_{at}']}")
 

@@ -24,6 +24,7 @@ TOOL_WORK_S = 0.05
 
 
 def _log(line: str) -> None:
+    line = f"{line} {time.time():.4f} {os.getpid()}"  # when and where: set against the kills
     descriptor = os.open(os.environ["BENCH_TOOL_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         os.write(descriptor, (line + "\n").encode())  # one write: lines never interleave

@@ -4,17 +4,19 @@ Design. A turn is a Temporal workflow, `FerryTurn` (graph/temporal/workflow.py),
 from the thread (`ferry-thread-<id>`, started with the FAIL conflict policy), so Temporal itself
 runs one turn per thread. What the workflow does is the loop's order and nothing else:
 
-- workflow code (deterministic, replayed): which step runs next, read from the last step's
-  small summary (model → tools → model … → end); the turn's time budget, as a deadline on
-  `workflow.now()` handed to each step as the time left; the wait for a person's decision (the
-  `decide` update that `ferry resume --approve|--reject` sends) and a fresh budget after it, as
-  in-process; the running report `ask --json` prints, summed from the steps; the `progress`
-  update clients watch. No I/O, no wall clock, no LangChain import.
+- workflow code (deterministic, replayed): whether another step runs, read from the last
+  step's small summary; the turn's time budget, as a deadline on `workflow.now()` handed to
+  each step as the time left; the wait for a person's decision (the `decide` update that
+  `ferry resume --approve|--reject` sends) and a fresh budget after it, as in-process, with a
+  look at the stored thread now and then (a pause decided in-process, from Studio, ends the
+  turn); the running report `ask --json` prints, summed from the steps; the `progress` update
+  clients watch. No I/O, no wall clock, no LangChain import.
 - activities (graph/temporal/steps.py): one *step* of Ferry's own compiled graph on the thread,
-  one invocation each. A model step stores the turn's input once (its message id is fixed by the
-  client) and runs `call_model` then `check` (`interrupt_after=["check"]`); a tool step runs the
-  `execute_tool` tasks `check` released (`interrupt_before=["call_model"]`; one LangGraph task
-  per call, so each finished call is a saved write). The guards are `check`'s, unchanged:
+  one invocation each, stopped by `interrupt_after=["check"]`: the `execute_tool` tasks the last
+  `check` released (one LangGraph task per call, so each finished call is a saved write), then
+  `call_model` and `check`. The first step stores the turn's input once (its message id is fixed
+  by the client). A step's lines and, when a client streams, its reply so far ride on its
+  heartbeats, which the client reads (never the history). The guards are `check`'s, unchanged:
   iteration cap, token budget, duplicates, the circuit breaker, approvals, the exfiltration
   guard — decided from the stored thread, the same on every worker. Steps retry under
   `STEP_RETRIES` (Ferry's backoff) and beat every 2 s, so a worker that dies mid-step is noticed
@@ -33,8 +35,9 @@ stored one would not see Temporal turns, and Ferry's guards that read the stored
 records, leases, the repair of unanswered calls) would have nothing to read. Running whole
 supersteps of Ferry's compiled graph as activities keeps one store and one implementation.
 
-Cost: a turn of n tool rounds is 2n+1 activities; on a 2-core loopback machine each adds
-~100 ms a model call to a turn against in-process (bench/temporal_scale.py), the price of
+Cost: a turn of n tool rounds is n + 1 activities, one a model call; on a 2-core loopback
+machine each adds a few tens of ms to a turn against in-process, of which Temporal's own
+round trip for an activity is most (bench/temporal_scale.py measures both): the price of
 surviving any worker's death; with real models (seconds a call) it is a few percent.
 
 Python: `report = await run_turn(await connect(), thread_id, "question")`, the object

@@ -22,9 +22,10 @@ from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from graph.cli.render import pending_approvals_of
 from graph.settings import Settings
 from graph.temporal.shapes import AWAITING_ACTIVITY, STEP_ACTIVITY, StepInput, StepSummary
-from graph.temporal.steps import StepOutput, advance
+from graph.temporal.steps import StepOutput, advance, step_config
 from graph.temporal.workflow import FerryTurn
 
 if TYPE_CHECKING:
@@ -112,9 +113,6 @@ class Steps:
     @activity.defn(name=AWAITING_ACTIVITY)
     async def awaiting(self, thread_id: str) -> list[str]:
         """The ids of the thread's calls awaiting approval now, as stored."""
-        from graph.cli.render import pending_approvals_of
-        from graph.temporal.steps import step_config
-
         config = step_config(thread_id, 0.0)
         state = await asyncio.get_running_loop().run_in_executor(
             self._threads, self._graph.get_state, config
