@@ -338,6 +338,13 @@ def kills_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -> dic
         "model_calls": cluster.model.calls - base,
         "model_calls_needed": expected_calls,
         "provider_400s": len(cluster.model.rejections),
+        "provider_400_reasons": [
+            {
+                "error": r.error.get("error", {}).get("message"),
+                "roles": [m.get("role") for m in (r.body or {}).get("messages", [])],
+            }
+            for r in cluster.model.rejections[:3]
+        ],
         **tool_runs(cluster.tool_log, kills),
         "side_effects_answered_not_rerun": not_rerun,
         "histories_valid": len(histories) - len(invalid),

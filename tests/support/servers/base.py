@@ -68,12 +68,16 @@ class LoopbackServer:
             def _serve(self) -> None:
                 parts = urlsplit(self.path)
                 length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                if len(body) < length:  # the client died mid-request: no server answers that
+                    self.close_connection = True
+                    return
                 request = Request(
                     method=self.command,
                     path=parts.path,
                     query={k: v[-1] for k, v in parse_qs(parts.query).items()},
                     headers={k.lower(): v for k, v in self.headers.items()},
-                    body=self.rfile.read(length) if length else b"",
+                    body=body,
                 )
                 with server._lock:
                     server.requests.append(request)
