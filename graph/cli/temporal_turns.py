@@ -20,7 +20,6 @@ from graph.cli.agent import (
     question_of,
     resume_all,
 )
-from graph.cli.render import Progress
 from graph.cli.temporal_runtime import client_of, run_on_temporal, say, settings_of, thread_graph
 from graph.controls import printable
 
@@ -38,6 +37,8 @@ class Replies:
     """
 
     def __init__(self) -> None:
+        from graph.cli.render import Progress  # LangChain's: not for `ferry --help`
+
         self.progress = Progress()
         self._shown: dict[str, str] = {}
         self._last = ""
