@@ -21,7 +21,10 @@ from graph.policy.hitl import awaiting
 
 
 class Notes(Protocol):
-    """Where progress lines go: a `Progress`, or a Temporal step's output (graph/temporal)."""
+    """Where a run's progress goes: a `Progress`, or a Temporal step's output (graph/temporal)."""
+
+    def reply(self, message: AIMessage) -> None:
+        """Show one model reply, whole, before the lines of the calls it asks for."""
 
     def note(self, line: str) -> None:
         """Show one progress line."""
@@ -54,6 +57,9 @@ class Progress:
             self.out.write("\n")
             self.out.flush()
             self.printed_answer = False
+
+    def reply(self, message: AIMessage) -> None:
+        """Nothing: a reply is printed from its tokens as they arrive (`token`)."""
 
     def note(self, line: str) -> None:
         """Print a progress line (a tool call starting or ending)."""
@@ -92,6 +98,7 @@ def record_update(node: str, update: Any, summary: RunSummary, progress: Notes) 
 def _record(node: str, update: dict[str, Any], summary: RunSummary, progress: Notes) -> None:
     for message in update.get("messages") or []:
         if isinstance(message, AIMessage) and node == "call_model":
+            progress.reply(message)
             if not message.response_metadata.get("ferry_guard"):
                 summary.model_calls += 1
             for key, tokens in token_usage(message).items():

@@ -59,8 +59,7 @@ class Replies:
         self._shown[reply_id] = text
 
     def printed(self, answer: str) -> bool:
-        """Whether the last reply printed is `answer` (its line then ended)."""
-        self.progress.end_answer()
+        """Whether the last reply printed is `answer`."""
         return bool(answer) and self._shown.get(self._last) == answer
 
 

@@ -190,24 +190,10 @@ def _stream(
             for node, update in chunk.items():
                 if node in _NODES:
                     ran.add(node)
-                if node == "call_model":
-                    for message in _messages(update):
-                        output.reply(message)
                 record_update(node, update, summary, output)
     finally:
         parts.close()
     return ran
-
-
-def _messages(update: Any) -> list[AIMessage]:
-    updates = update if isinstance(update, list) else [update]
-    return [
-        message
-        for one in updates
-        if isinstance(one, dict)
-        for message in one.get("messages") or []
-        if isinstance(message, AIMessage)
-    ]
 
 
 def _summary(
