@@ -122,6 +122,16 @@ def stop(process: subprocess.Popen[bytes]) -> None:
     process.wait(timeout=30)
 
 
+def still_running(thread_id: str) -> bool:
+    """Whether the thread's turn runs on Temporal now (the environment's server)."""
+    from graph.temporal import connect, running_turn
+
+    async def ask() -> bool:
+        return await running_turn(await connect(), thread_id) is not None
+
+    return asyncio.run(ask())
+
+
 def wait_until(done: Callable[[], bool], what: str) -> None:
     """Wait for `done()`, failing after the hang guard rather than hanging."""
     started = time.monotonic()

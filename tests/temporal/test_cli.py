@@ -24,6 +24,7 @@ from tests.support.cli_helpers import (
     start_ferry,
 )
 from tests.support.held import HOLD_LIMIT_S, held_step
+from tests.support.langgraph_dev import langgraph_dev
 from tests.support.servers.base import closed_port_url
 from tests.support.servers.openai import (
     OpenAIServer,
@@ -31,7 +32,7 @@ from tests.support.servers.openai import (
     openai_answer,
     openai_tool_calls,
 )
-from tests.temporal.helpers import start_worker, stop, wait_until
+from tests.temporal.helpers import start_worker, still_running, stop, wait_until
 from tests.temporal.worker_process import tool_log
 
 CALC = openai_tool_calls(("calculator", {"expression": "6 * 7"}))
@@ -230,4 +231,35 @@ def test_chat_on_temporal_answers_each_question_on_one_thread(
     assert [m["content"] for m in messages if m["role"] == "user"] == ["What is 6 * 7?", "And now?"]
     assert messages[2]["content"] == "answer = 42"
     assert tool_log().read_text().splitlines() == ["lookup answer"]  # run by the worker
+    assert model.rejections == []
+
+
+def test_a_pause_decided_in_studio_releases_the_turn_waiting_on_temporal(
+    env: dict[str, str], model: OpenAIServer, tmp_path: Path
+) -> None:
+    """Studio (here langgraph-sdk on `langgraph dev`) resumes a pause a Temporal turn made."""
+    env = {**env, "FERRY_APPROVE_TOOLS": "calculator"}
+    model.script([CALC, openai_answer("It is 42.")])
+    process = start_worker(env, tool_log())
+    try:
+        with langgraph_dev(tmp_path, in_process(env)) as client:
+            thread = client.threads.create()["thread_id"]
+            asked = ferry(
+                "ask", "--json", "--thread", thread, "What is 6 * 7?", env=env, cwd=tmp_path
+            )
+            assert json.loads(asked.stdout)["stop_reason"] == "awaiting_approval", asked.stderr
+            decided = client.runs.wait(
+                thread, "agent", command={"resume": {"decisions": [{"type": "approve"}]}}
+            )
+            assert isinstance(decided, dict) and decided["stop_reason"] == "answered"
+            assert decided["messages"][-1]["content"] == "It is 42."
+        wait_until(lambda: not still_running(thread), "the Temporal turn to let go")
+    finally:
+        stop(process)
+    resumed = ferry("resume", "--thread", thread, env=env, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "nothing to resume" in resumed.stderr  # not a stale "awaiting approval"
+    history = ferry("history", "--json", "--thread", thread, env=in_process(env), cwd=tmp_path)
+    roles = [m["role"] for m in json.loads(history.stdout)["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant"]
     assert model.rejections == []
