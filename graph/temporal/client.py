@@ -19,6 +19,7 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.converter import DataConverter
@@ -207,6 +208,11 @@ async def _watch(handle: WorkflowHandle[Any, Any], shown: _Shown, seen: int) -> 
             progress = await handle.execute_update(PROGRESS_UPDATE, seen, result_type=Progress)
         except (RPCError, WorkflowUpdateFailedError):  # the workflow closed meanwhile
             return await _result(handle)
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # Ctrl-C: leave as cancelled, quietly
+                raise asyncio.CancelledError from None
+            continue  # the long poll timed out: the turn is still running, ask again
         steps: dict[str, list[dict[str, str]]] = {}
         for item in progress.output:  # each ended step's items, all of them
             steps.setdefault(item.get("step", ""), []).append(item)

@@ -7,6 +7,7 @@ on the session's Temporal dev server, with the OpenAI emulator as the model.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -159,6 +160,34 @@ def test_the_run_outlives_a_killed_client_and_resume_prints_its_answer(
     resumed = ferry("resume", "--thread", "kept", env=env, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout == "It is 42.\n"
+
+
+def test_ctrl_c_leaves_the_streaming_turn_running_in_one_line_and_resume_prints_it(
+    env: dict[str, str], worker: object, model: OpenAIServer, tmp_path: Path
+) -> None:
+    arrived, release = threading.Event(), threading.Event()
+    answer = "The answer is forty-two, as computed by hand."
+    model.script([held_stream(openai_answer(answer), 3, arrived, release)])
+    client = start_ferry("ask", "--thread", "left", "What is 6 * 7?", env=env, cwd=tmp_path)
+    shown: list[str] = []
+    assert client.stdout is not None
+    reader = threading.Thread(target=lambda: shown.extend(iter(lambda: client.stdout.read(1), "")))
+    reader.start()
+    try:
+        assert arrived.wait(HOLD_LIMIT_S)
+        wait_until(lambda: "".join(shown) == "The answer i", "the first tokens on stdout")
+        client.send_signal(signal.SIGINT)
+        reader.join(timeout=HOLD_LIMIT_S)
+        client.wait(timeout=HOLD_LIMIT_S)
+    finally:
+        release.set()
+        _, err = kill(client)
+    assert client.returncode == 130
+    assert err.splitlines()[-1] == "ferry: interrupted; continue with: ferry resume --thread left"
+    assert "Traceback" not in err
+    resumed = ferry("resume", "--thread", "left", env=env, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout == answer + "\n"
 
 
 def test_cancel_stops_the_turn_and_its_client_says_so(
