@@ -189,10 +189,12 @@ class _Shown:
         """Hand on the items of `step` beyond those handed on before (`items` is all so far)."""
         start = self._counts.get(step, 0)
         for item in items[start:]:
+            if not isinstance(item, dict):  # a heartbeat is read as sent; a worker's, unchecked
+                continue
             if "line" in item and self._on_line:
-                self._on_line(item["line"])
+                self._on_line(str(item["line"]))
             elif "reply" in item and self._on_text:
-                self._on_text(item["reply"], item["text"])
+                self._on_text(str(item["reply"]), str(item.get("text", "")))
         self._counts[step] = max(start, len(items))
 
     def text(self, reply_id: str, text: str) -> None:
