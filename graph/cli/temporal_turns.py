@@ -94,9 +94,8 @@ async def _watch_deciding(
     from graph.temporal import decide, watch
 
     while True:
-        report = await (
-            watch(handle, replies.line, replies.text) if replies else watch(handle, say)
-        )
+        on_line, on_text = (replies.line, replies.text) if replies else (say, None)
+        report = await watch(handle, on_line, on_text)
         if replies:
             replies.progress.end_answer()
         if not (interactive and report.get("pending_approvals")):
@@ -113,9 +112,9 @@ async def _start(
     """Start the turn; with `--wait`, after the turn running on the thread ends."""
     from graph.temporal import TurnRunning, running_turn, start_turn
 
+    stream = not getattr(args, "json", False)  # a --json turn shows no tokens
     while True:
         try:
-            stream = not getattr(args, "json", False)
             return await start_turn(
                 client, thread_id, question, model=args.model, stream=stream, **turn
             )
