@@ -10,27 +10,20 @@ from contextlib import aclosing
 from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import ToolMessage, convert_to_messages
+from langchain_core.messages import convert_to_messages
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command, StateSnapshot, StateUpdate
+from langgraph.types import Command, StateUpdate
 
 from graph.nodes import AgentNodes, RunContext
-from graph.policy.provenance import (
-    refuse_client_command,
-    refuse_client_results,
-    refuse_release_writes,
-    tool_results_in,
-    without_client_results,
-)
+from graph.policy.provenance import admit_run, admit_updates
 from graph.routing import route_after_check
 from graph.settings import ConfigError, Settings, get_settings
 from graph.state import FerryInput, FerryOutput, FerryState
 from graph.threads.lease import aleased, leased, remember_settings
-from graph.threads.lifecycle import continuation, finished_results
 
 log = logging.getLogger("ferry.loop")
 
@@ -40,39 +33,35 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
 
     The time budget is per invocation, so every `invoke`/`stream` (Python, CLI or server) needs
     to know when it started, without callers having to pass anything. Every write a client
-    makes (run input, `Command.update`, `update_state`) is checked first: it may not supply the
-    result of a call Ferry issued, route the run (`Command.goto`) or release a tool call
-    (graph/policy/provenance.py). `invoke` runs through `stream` and
-    `ainvoke` through `astream`, and so does the server (`astream`, `astream_events`); the
-    `update_state` family runs through `bulk_update_state`.
+    makes passes one gate first (graph/policy/provenance.py): a run's input and commands
+    through `admit_run`, state updates through `admit_updates`. `invoke` runs through
+    `stream` and `ainvoke` through `astream`, and so does the server (`astream`,
+    `astream_events`); the `update_state` family runs through `bulk_update_state`, and so do
+    the server's state updates and `supersteps`.
     """
 
     @leased  # one run per thread at a time, from the checks below to the run's last step
     def stream(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - Pregel.stream's own doc
         args, kwargs = _prepared(args, kwargs)
         graph_input, config = _input_and_config(args, kwargs)
-        refuse_client_command(graph_input)
-        if self._stores(config) and _reads_thread(graph_input):
-            state = self.get_state(config)
-            finished, graph_input = _before_run(graph_input, state, _ids(config, kwargs))
-            if finished:  # Ferry's own results: stored past the client-write check
-                super().bulk_update_state(config, [finished])
-            args, kwargs = _with_input(args, kwargs, graph_input)
+        stored = self.get_state(config) if self._stores(config) else None
+        admitted = admit_run(graph_input, stored, _ids(config, kwargs))
+        if admitted.store_first:  # Ferry's own writes: stored past the gate
+            super().bulk_update_state(config, [admitted.store_first])
         _log_resume(graph_input, config, kwargs)
+        args, kwargs = _with_input(args, kwargs, admitted.graph_input)
         return super().stream(*args, **kwargs)
 
     @aleased
     async def astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # noqa: D102
         args, kwargs = _prepared(args, kwargs)
         graph_input, config = _input_and_config(args, kwargs)
-        refuse_client_command(graph_input)
-        if self._stores(config) and _reads_thread(graph_input):
-            state = await self.aget_state(config)
-            finished, graph_input = _before_run(graph_input, state, _ids(config, kwargs))
-            if finished:
-                await super().abulk_update_state(config, [finished])
-            args, kwargs = _with_input(args, kwargs, graph_input)
+        stored = await self.aget_state(config) if self._stores(config) else None
+        admitted = admit_run(graph_input, stored, _ids(config, kwargs))
+        if admitted.store_first:
+            await super().abulk_update_state(config, [admitted.store_first])
         _log_resume(graph_input, config, kwargs)
+        args, kwargs = _with_input(args, kwargs, admitted.graph_input)
         # Pregel.astream is an async generator: closing it closes the run when a client leaves.
         inner = cast(AsyncGenerator[Any, None], super().astream(*args, **kwargs))
         async with aclosing(inner) as stream:
@@ -82,18 +71,14 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
     def bulk_update_state(  # noqa: D102 - Pregel.bulk_update_state's own doc
         self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]
     ) -> RunnableConfig:
-        results = _client_results(supersteps)
-        if results:
-            refuse_client_results(results, self.get_state(config))
-        return super().bulk_update_state(config, supersteps)
+        admitted = admit_updates(supersteps, self.get_state(config))
+        return super().bulk_update_state(config, admitted)
 
     async def abulk_update_state(  # noqa: D102 - Pregel.abulk_update_state's own doc
         self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]
     ) -> RunnableConfig:
-        results = _client_results(supersteps)
-        if results:
-            refuse_client_results(results, await self.aget_state(config))
-        return await super().abulk_update_state(config, supersteps)
+        admitted = admit_updates(supersteps, await self.aget_state(config))
+        return await super().abulk_update_state(config, admitted)
 
     def _stores(self, config: RunnableConfig | None) -> bool:
         """Whether this run reads and writes a stored thread (a saver and a thread id)."""
@@ -101,47 +86,10 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
         return isinstance(self.checkpointer, BaseCheckpointSaver) and thread_id is not None
 
 
-def _client_results(supersteps: Sequence[Sequence[StateUpdate]]) -> list[ToolMessage]:
-    """The tool results a client's state updates would write; refuses writes of release marks.
-
-    Raises:
-        ClientCommandError: an update writes `check`'s release marks.
-    """
-    for step in supersteps:
-        for update in step:
-            refuse_release_writes(update[0])
-    return [r for step in supersteps for update in step for r in tool_results_in(update[0])]
-
-
-def _reads_thread(graph_input: Any) -> bool:
-    """Whether a run's input needs the stored thread checked or completed first."""
-    return (
-        graph_input is None or isinstance(graph_input, dict) or bool(tool_results_in(graph_input))
-    )
-
-
-def _before_run(
-    graph_input: Any, state: StateSnapshot, ids: dict[str, Any]
-) -> tuple[list[StateUpdate], Any]:
-    """The checks every entry point makes before a run: what to store first, and the input.
-
-    A client may not supply the result of a call Ferry issued: new input goes on without it,
-    a `Command` is refused. New input first stores what the steps that finished before a crash
-    wrote (`graph.threads.lifecycle.finished_results`); a run without input completes an
-    unfinished turn even when nothing is planned for it.
-    """
-    if isinstance(graph_input, dict):
-        graph_input = without_client_results(graph_input, state, ids)
-        return finished_results(state), graph_input
-    refuse_client_results(tool_results_in(graph_input), state)
-    if graph_input is None:
-        return [], continuation(state)
-    return [], graph_input
-
-
 def _ids(config: RunnableConfig, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The thread and run ids a log line about this run carries."""
-    return {"thread_id": config["configurable"]["thread_id"], "run_id": kwargs["context"].run_id}
+    thread_id = (config or {}).get("configurable", {}).get("thread_id")
+    return {"thread_id": thread_id, "run_id": kwargs["context"].run_id}
 
 
 def _log_resume(graph_input: Any, config: RunnableConfig | None, kwargs: dict[str, Any]) -> None:

@@ -30,8 +30,7 @@ from graph import guards
 from graph.execution import node_output, results_of, run_call, tool_node
 from graph.models import images, make_model
 from graph.models.calls import ModelTimeout, ReplyCutShort, cut_short, invoke_within
-from graph.policy import approval, provenance
-from graph.policy.provenance import release_mark
+from graph.policy import approval, releases
 from graph.prompt import for_model
 from graph.routing import ToolTask
 from graph.run import CAN_APPROVE, RunContext, emit, run_ids, seconds_left
@@ -113,6 +112,8 @@ class AgentNodes:
         update: dict[str, Any] = (
             {"stop_reason": None} if isinstance(messages[-1], HumanMessage) else {}
         )
+        if state.get(releases.RELEASED):  # spent: nothing released before releases after
+            update[releases.RELEASED] = ""
         ids = run_ids(config, runtime)
         repairs = self._repairs(messages)
         for result in repairs:
@@ -246,7 +247,8 @@ class AgentNodes:
         for result in refused:
             emit("refused a tool call", ids, "refused", tool_call_id=result.tool_call_id)
         written, released = self._gated(reply, refused, state["messages"], config, ids)
-        update: dict[str, Any] = {provenance.RELEASED: " ".join(map(release_mark, released))}
+        marks = releases.release(released, state["messages"], ids["thread_id"] or "")
+        update: dict[str, Any] = {releases.RELEASED: marks}
         return {"messages": written, **update} if written else update
 
     def _gated(
@@ -295,9 +297,10 @@ class AgentNodes:
         Raises:
             UnreleasedCallError: no stored reply waits for the task's call.
         """
-        not_released = provenance.unreleased(task, task_state(config))
+        run = run_ids(config, runtime)
+        not_released = releases.unreleased(task, task_state(config), run["thread_id"] or "")
         call = task["call"]
-        ids = {**run_ids(config, runtime), "tool_call_id": call["id"], "tool": call["name"]}
+        ids = {**run, "tool_call_id": call["id"], "tool": call["name"]}
         if not_released:
             emit("refused a tool call check did not release", ids, "refused", logging.WARNING)
             return {"messages": [guards.error_result(call, not_released)]}

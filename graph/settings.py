@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import fields
 from pathlib import Path
-from typing import cast
+from typing import Literal, cast
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
@@ -69,8 +69,10 @@ class Settings(BaseSettings):
     """Comma-separated tools that need a person's approval, each optionally with the decisions
     allowed: `read_file,web_search:approve|reject` (default: approve, edit, reject; `respond` only
     when listed, e.g. `calculator:approve|edit|reject|respond`)."""
-    exfiltration_guard: str = Field(default="approve", pattern="^(approve|refuse|off)$")
-    """Outbound calls quoting file content read earlier: ask a person, refuse, or let them run."""
+    exfiltration_guard: Literal["ask", "deny", "allow", "off"] = "ask"
+    """Outbound calls once the model's context holds private data: a person decides each
+    (`ask`), they are refused (`deny`), only those quoting it are held (`allow`), or none is
+    (`off`). `approve` and `refuse`, the earlier names, mean `ask` and `deny`."""
     tavily_url: str = ToolSettings.tavily_url
     """Tavily API base URL."""
     search_max_chars: int = Field(default=ToolSettings.search_max_chars, ge=200)
@@ -112,6 +114,12 @@ class Settings(BaseSettings):
                 "would serve; it defaults to the working directory",
             )
         return files_root
+
+    @field_validator("exfiltration_guard", mode="before")
+    @classmethod
+    def _earlier_names(cls, mode: object) -> object:
+        earlier = {"approve": "ask", "refuse": "deny"}
+        return earlier.get(mode, mode) if isinstance(mode, str) else mode
 
     @field_validator("mcp_config", mode="before")
     @classmethod

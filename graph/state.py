@@ -34,6 +34,10 @@ StopReason = Literal[
 ]
 
 
+ANSWERED = -1
+"""`_result_slot`'s answer for a call that has its result already: nowhere."""
+
+
 def _result_slot(
     messages: list[AnyMessage], tool_call_id: str, length: int | None = None
 ) -> int | None:
@@ -42,7 +46,8 @@ def _result_slot(
     That is just past the AIMessage that made the call and the results already filed for its
     earlier calls, so results decided or finished out of order (a rejection written at once,
     an approved call's result later) still follow the reply's calls in order. Only the first
-    `length` messages are looked at (all of them by default).
+    `length` messages are looked at (all of them by default). `ANSWERED` when the block holds
+    a result for the call already: a call has exactly one result, whoever writes a second.
     """
     length = len(messages) if length is None else length
     for i in range(length - 1, -1, -1):
@@ -57,6 +62,8 @@ def _result_slot(
         if tool_call_id in order:
             mine, end = order[tool_call_id], i + 1
             while end < length and isinstance(result := messages[end], ToolMessage):
+                if result.tool_call_id == tool_call_id:
+                    return ANSWERED
                 if order.get(result.tool_call_id, -1) > mine:
                     break
                 end += 1
@@ -113,6 +120,8 @@ def _place(messages: list[AnyMessage], index: dict[str, int], message: BaseMessa
         messages[known] = cast(AnyMessage, message)
         return
     end = _result_slot(messages, message.tool_call_id) if isinstance(message, ToolMessage) else None
+    if end == ANSWERED:  # a provider rejects a call with two results: the first one stands
+        return
     if end is None or end == len(messages):
         index[message.id or ""] = len(messages)
         messages.append(cast(AnyMessage, message))
@@ -282,8 +291,8 @@ class FerryState(TypedDict, total=False):
     tool_failures: Annotated[dict[str, int], count_failures]
     """Consecutive failures per tool on this thread, for the circuit breaker."""
     released_calls: str
-    """Marks of the calls `check` last let run, space-separated; `execute_tool` runs no other
-    (graph.policy.provenance)."""
+    """Marks of the calls `check` last let run, space-separated, keyed and spent at the next
+    model call; `execute_tool` runs no other (graph.policy.releases)."""
 
 
 class FerryInput(TypedDict):

@@ -13,8 +13,9 @@ entry names it; the default is approve|edit|reject). A decision the call's revie
 not allow is refused: nothing runs, and the run pauses again on the same calls, the error
 heading each call's description.
 
-Two things hold a call: its tool is listed in `FERRY_APPROVE_TOOLS`, or the exfiltration guard
-finds it quoting file content (graph/policy/exfiltration.py); such a call's description says why.
+Three things hold a call: its tool is listed in `FERRY_APPROVE_TOOLS`, its metadata asks for
+approval (`metadata={"approval": "<why>"}`: MCP tools that may change things), or the outbound
+rule (`Outbound` below) stops it; the description of a call held by a rule says why.
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ from langchain_core.tools import BaseTool
 from langgraph.types import interrupt
 
 from graph.guards import error_result
-from graph.policy.exfiltration import Guard, is_outbound, is_private
+from graph.policy.exfiltration import (
+    Finding,
+    Guard,
+    is_outbound,
+    is_private,
+    private_sources,
+)
 from graph.policy.hitl import (
     DEFAULT_DECISIONS,
     ApprovalDecisionError,
@@ -51,7 +58,7 @@ class Gate:
 
     held: list[ToolCall] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
-    """Tool call id → why the exfiltration guard holds it."""
+    """Tool call id → why it is held, when a rule (not only `FERRY_APPROVE_TOOLS`) holds it."""
     allowed: dict[str, tuple[DecisionType, ...]] = field(default_factory=dict)
     """Tool call id → the decisions a person may make about it."""
     refused: list[ToolMessage] = field(default_factory=list)
@@ -65,32 +72,109 @@ def gate(
     settings: Settings,
     can_approve: bool,
 ) -> Gate:
-    """Sort `calls` into held for approval, refused by the exfiltration guard, or free to run.
+    """Sort `calls` into held for approval, refused, or free to run.
 
-    A guarded call is refused, not held, when `FERRY_EXFILTRATION_GUARD=refuse` or when no one
-    can approve in this run (`can_approve`): a pause nobody answers would only stall the run,
+    Held: tools `FERRY_APPROVE_TOOLS` lists or whose metadata asks for approval (MCP tools that
+    may change things), and outbound calls the outbound rule stops (`outbound`). An outbound
+    call is refused instead of held under `FERRY_EXFILTRATION_GUARD=deny`, and when no one can
+    approve in this run (`can_approve`): a pause nobody answers would only stall the run,
     while a refusal lets the model answer without the call.
     """
-    mode, listed = settings.exfiltration_guard, settings.approval_decisions
-    private = {n for n, t in tools.items() if is_private(t)}
-    guard = Guard(messages, private, {n for n, t in tools.items() if is_outbound(t)})
+    listed = settings.approval_decisions
+    rule = Outbound(messages, tools, settings.exfiltration_guard)
     result = Gate()
     for call in calls:
-        outbound = mode != "off" and is_outbound(tools.get(call["name"]))
-        finding = guard.finding(call) if outbound else None
-        if finding and (mode == "refuse" or not can_approve):
-            why = (
-                "FERRY_EXFILTRATION_GUARD=refuse forbids that"
-                if mode == "refuse"
-                else "that needs the user's approval, and no one can give it in this run"
-            )
-            result.refused.append(error_result(call, finding.refusal(why)))
-        elif finding or call["name"] in listed:
+        tool = tools.get(call["name"])
+        stopped = rule.stops(call) if is_outbound(tool) else None
+        if stopped and (rule.mode == "deny" or not can_approve):
+            result.refused.append(error_result(call, stopped.refusal()))
+            continue
+        asks = (tool.metadata or {}).get("approval") if tool is not None else None
+        if stopped or asks or call["name"] in listed:
             result.held.append(call)
             result.allowed[call["id"] or ""] = listed.get(call["name"], DEFAULT_DECISIONS)
-            if finding:
-                result.reasons[call["id"] or ""] = finding.description()
+            why = stopped.description() if stopped else str(asks) if asks else None
+            if why:
+                result.reasons[call["id"] or ""] = why
     return result
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """Why the outbound rule stops a call: the private data in context, and any quote of it."""
+
+    call: ToolCall
+    sources: list[str]
+    """The private results in the model's context, as read (`read_file(notes.txt)`)."""
+    finding: Finding | None
+    mode: str
+
+    def description(self) -> str:
+        """One line for the person deciding: what would leave, after what was read."""
+        if self.mode == "allow" and self.finding:
+            return self.finding.description()
+        found = self.finding
+        hint = f" It quotes {found.source} (“{found.shown()}”)." if found else ""
+        return (
+            f"Held because this conversation read private data ({_listed(self.sources)}) and "
+            f"{self.call['name']} would send the arguments shown off this machine.{hint} "
+            "Approve only if they may leave."
+        )
+
+    def refusal(self) -> str:
+        """The error result the model gets instead of a result (refused, or no one to ask)."""
+        why = (
+            "FERRY_EXFILTRATION_GUARD=deny forbids outbound calls once private data was read"
+            if self.mode == "deny"
+            else "that needs the user's approval, and no one can give it in this run"
+        )
+        if self.mode == "allow" and self.finding:
+            return self.finding.refusal(why)
+        return (
+            f"Not executed: this conversation read private data ({_listed(self.sources)}), and "
+            f"{self.call['name']} would send its arguments off this machine; {why}. Answer "
+            "the user from what you have; for anything that needs the network, they can ask "
+            "in a new conversation."
+        )
+
+
+class Outbound:
+    """The outbound rule: after private data, nothing leaves without a decision.
+
+    `FERRY_EXFILTRATION_GUARD` picks it: `ask` (a person decides each outbound call of a thread
+    whose model context holds private data) and `deny` (such calls are refused) decide by the
+    flow of data, so no spelling, split or paraphrase passes; the quote detector
+    (graph/policy/exfiltration.py) only says which source a call resembles. `allow` holds only
+    the calls the detector finds quoting; `off` holds none.
+    """
+
+    def __init__(
+        self, messages: Sequence[AnyMessage], tools: Mapping[str, BaseTool], mode: str
+    ) -> None:
+        """Remember the thread, which tools are private and outbound, and the mode."""
+        self.mode = mode
+        private = {n for n, t in tools.items() if is_private(t)}
+        self._guard = Guard(messages, private, {n for n, t in tools.items() if is_outbound(t)})
+        self._messages, self._private = messages, private
+        self._sources: list[str] | None = None
+
+    def stops(self, call: ToolCall) -> Stopped | None:
+        """Why `call` (to an outbound tool) may not simply run, or None if it may."""
+        if self.mode == "off":
+            return None
+        if self._sources is None:
+            self._sources = private_sources(self._messages, self._private)
+        if not self._sources:
+            return None
+        finding = self._guard.finding(call)
+        if self.mode == "allow" and finding is None:
+            return None
+        return Stopped(call, self._sources, finding, self.mode)
+
+
+def _listed(sources: Sequence[str]) -> str:
+    shown = ", ".join(sources[:3])
+    return shown + (f" and {len(sources) - 3} more" if len(sources) > 3 else "")
 
 
 def decide(reply: AIMessage, gate: Gate) -> tuple[AIMessage | None, list[ToolMessage]]:

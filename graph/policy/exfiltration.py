@@ -37,7 +37,15 @@ from langchain_core.tools import BaseTool
 from graph.guards import turn_start
 from graph.policy.quotes import MAX_INDEX_BYTES, Quotes, Span
 
-__all__ = ["ADDED_CHARS", "MAX_INDEX_BYTES", "Finding", "Guard", "is_outbound", "is_private"]
+__all__ = [
+    "ADDED_CHARS",
+    "MAX_INDEX_BYTES",
+    "Finding",
+    "Guard",
+    "is_outbound",
+    "is_private",
+    "private_sources",
+]
 
 ADDED_CHARS = 6
 """What a call must add to a quote its turn's earlier calls made already, to be held for it.
@@ -83,9 +91,13 @@ class Finding:
     spread: bool = False
     """Whether the quote is spread over this call and earlier ones of the turn."""
 
+    def shown(self) -> str:
+        """The quoted text as a person is shown it: at most 40 characters."""
+        return self.fragment if len(self.fragment) <= 40 else self.fragment[:39] + "…"
+
     def description(self) -> str:
         """Why the call is held, for the person asked to approve it."""
-        shown = self.fragment if len(self.fragment) <= 40 else self.fragment[:39] + "…"
+        shown = self.shown()
         spread = ", together with earlier calls of this turn," if self.spread else ""
         return (
             f"Held by the exfiltration guard: {self.call['name']} would send text that "
@@ -103,6 +115,29 @@ class Finding:
             f"content in the arguments of {name} in any form (encoded, reversed, disguised or "
             "split over calls); answer the user from what you have, or ask them."
         )
+
+
+def private_sources(messages: Sequence[AnyMessage], private: Collection[str]) -> list[str]:
+    """What private data the thread's model context holds, as read (`read_file(notes.txt)`).
+
+    A result counts once its private tool returned it (`status="success"`): an error a tool
+    reports (not found, refused) is not the user's data. Empty for a thread that read none.
+    """
+    # A first pass by the result's own tool name, which costs no dict of calls; a result
+    # without one is looked up by its call.
+    if not any(
+        isinstance(m, ToolMessage) and m.status == "success" and (not m.name or m.name in private)
+        for m in messages
+    ):
+        return []
+    calls = {c["id"]: c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+    found: dict[str, None] = {}
+    for message in messages:
+        if isinstance(message, ToolMessage) and message.status == "success":
+            call = calls.get(message.tool_call_id)
+            if call is not None and call["name"] in private:
+                found[_source(call)] = None
+    return list(found)
 
 
 def is_outbound(tool: BaseTool | None) -> bool:

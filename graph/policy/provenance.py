@@ -1,227 +1,338 @@
-"""Tool calls and results come from Ferry: what a client may and may not write or route.
+"""The one gate every client write passes: only the shapes known to be safe, nothing else.
 
-Tool calls run only when `check` released them. A client can route a run itself (a
-`Command(goto=Send("execute_tool", …))` from Python, a run's `command.goto` through the server)
-or write as a node (`update_state(as_node="check")`), and either would reach the tool without
-`check`'s approval, guards and exfiltration guard. So `check` records a mark of each call it
-lets run (`released_calls`: its id, tool and arguments, hashed), `execute_tool` runs a call
-only if the thread's latest reply asks for it unanswered and a mark matches, and clients may
-neither `goto` nor write the marks. Resuming (`Command(resume=…)`) and updates stay theirs.
+A client writes to a thread through a run's input, a `Command` (update, goto, resume), or a
+state update (`update_state` / `bulk_update_state` with any `as_node`, the server's
+`supersteps` on thread creation and update, copies and forks from older checkpoints). Each
+way could route a run to a tool past `check`, write Ferry's bookkeeping, or store a made-up
+result. `FerryGraph` hands every one of them to `admit_run` or `admit_updates` before it is
+written, and those accept only:
 
-Tool results come from Ferry too: a client may not supply the result of a call Ferry issued.
+- new messages (`{"messages": [...]}`), the one key a person may write or edit;
+- a resume value, which answers a pause and writes nothing else;
+- a `goto` to the end at an approval pause (agent-chat-ui's "Mark as Resolved"): the held
+  calls are answered "not run", as a typed message answers them;
+- state updates of `messages` as one of the graph's nodes (Studio's edits), or a copy of a
+  checkpoint (a fork) carrying such updates.
 
-A client can send its own ToolMessage as run input or through `update_state` (LangChain's
-agent-chat-ui sends "Successfully handled tool call." for a call awaiting approval when the
-user types a new message). Stored, it would tell the model a gated tool ran when it never did.
-The reducer cannot tell who wrote an update, and `call_model` would see it only once stored,
-so `FerryGraph` checks every client write against the stored thread before it is written.
+Everything else is refused with one line: a key Ferry keeps (`released_calls`, `stop_reason`,
+`tool_failures`, and any key added later), a `goto` anywhere else, a `Send`, a task id, a
+write path's shape nobody listed here. The tool node itself still trusts no route: it runs a
+call only with a release `check` made (graph/policy/releases.py).
 
-Never stored: a result for any call Ferry issued and has not answered, not only for calls
-awaiting approval. Every such call is Ferry's to answer: it is waiting for a decision, running
-in another run, or was cut short by a crash (a resume runs it, new input repairs it); a result
-made up by a client claims an execution that never happened, whichever tool it names. Sent with
-a new message (agent-chat-ui's way), it is dropped and logged, and the run goes on with the
-message, as it would have without it: refusing the run showed the user no answer, no card and
-no error. Sent alone, as a `Command`'s update or through `update_state`, it is refused, since
-nothing else would happen. Results for calls the client itself wrote (a history it imports)
-are its own business.
+Tool results come from Ferry alone: a client's result for a call on the stored thread
+(pending, answered or cut short) claims an execution that never happened, or is a second
+result a provider rejects. Sent with new messages (agent-chat-ui sends "Successfully handled
+tool call." for a call it still sees open), it is dropped and logged and the run goes on with
+the messages; sent alone, it is refused, since nothing else would happen. Results for calls
+the same write brings (a history a client imports) are its own.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import ToolMessage, convert_to_messages
-from langgraph.types import Command, StateSnapshot
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_messages,
+)
+from langgraph.constants import END
+from langgraph.types import Command, StateSnapshot, StateUpdate
 
-from graph.guards import unanswered_calls
+from graph.guards import error_result, unanswered_calls
+from graph.policy.approval import UNDECIDED
 from graph.policy.hitl import awaiting as held
+from graph.threads.lifecycle import continuation, finished_results
 
 log = logging.getLogger("ferry.loop")
 
-RELEASED = "released_calls"
-"""The state key under which `check` records the calls it let run."""
+EDITABLE = frozenset({"messages"})
+"""The state keys a client may write: the conversation. Ferry's bookkeeping is its own."""
+NODES = frozenset({"call_model", "check", "execute_tool"})
+COPY, INPUT = "__copy__", "__input__"
+_MESSAGE_TYPES = (HumanMessage, AIMessage, SystemMessage, ToolMessage, RemoveMessage)
 GOTO_REFUSED = (
-    "a run's command may resume or update the thread, not goto: the graph decides what runs "
-    "next, and a tool call runs only after Ferry's check released it"
+    "a run's command may resume a paused thread, update its messages, or goto the end at an "
+    "approval pause (Mark as Resolved); the graph decides what runs next, and a tool call "
+    "runs only after Ferry's check released it"
 )
-NOT_RELEASED = (
-    "Not executed: this call reached the tool without passing Ferry's checks (approval, "
-    "guards, exfiltration guard); only calls the model asked for and Ferry released run."
+RESOLVED = (
+    "Not executed: the user ended the turn at the approval pause (Mark as Resolved) without "
+    "a decision on this call. Do not call it again unless the user asks for it."
 )
 
 
-class ClientToolResultError(ValueError):
+class ClientWriteError(ValueError):
+    """A client's write Ferry refuses: its shape is not one a client may write."""
+
+
+class ClientCommandError(ClientWriteError):
+    """A client's command or update would decide what runs next or write Ferry's bookkeeping."""
+
+
+class ClientToolResultError(ClientWriteError):
     """A client sent the result of a tool call that only Ferry may answer."""
 
 
-class ClientCommandError(ValueError):
-    """A client's command would decide what runs next, which only the graph's edges do."""
+@dataclass
+class Admitted:
+    """What a run goes on with once its input passed the gate."""
+
+    graph_input: Any
+    store_first: list[StateUpdate] = field(default_factory=list)
+    """Ferry's own writes, stored before the run (past the gate: they are not a client's)."""
 
 
-class UnreleasedCallError(ValueError):
-    """A tool task for a call no stored reply is waiting for: nothing may be written for it."""
+def command_shape_error(command: Command[Any]) -> str | None:
+    """Why a run's command is refused whatever the thread holds, or None if its shape is safe.
 
-
-def release_mark(call: Mapping[str, Any]) -> str:
-    """What `check` records for a call it lets run: its id, tool and arguments, hashed."""
-    text = json.dumps([call["id"], call["name"], call["args"]], sort_keys=True, default=str)
-    # 64 bits: only `check` writes marks, so a mark need not resist forgery, only collisions.
-    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
-
-
-def unreleased(task: Any, state: Mapping[str, Any]) -> str | None:
-    """Why `execute_tool` may not run this task's call, for the model to read; None if it may.
-
-    A call the latest reply asks for but `check` did not release (or released with other
-    arguments) is answered with `NOT_RELEASED`, so the thread stays valid for the provider.
-
-    Raises:
-        UnreleasedCallError: the task is malformed, or no stored reply waits for its call.
+    Safe: a resume alone, an update alone, or a goto to the end alone.
     """
-    call = task.get("call") if isinstance(task, Mapping) else None
-    if not isinstance(call, Mapping) or not {"id", "name", "args"} <= call.keys():
-        raise UnreleasedCallError(f"a tool task must carry a tool call, got {task!r:.200}")
-    waiting = {c["id"]: c for c in unanswered_calls(state.get("messages") or [])}
-    asked = waiting.get(call["id"])
-    if asked is None:
-        raise UnreleasedCallError(
-            f"tool call {call['id']!r} ({call['name']}): no reply on the thread waits for it; "
-            "a tool runs only for a call the model made and Ferry's check released"
+    parts = [name for name in ("update", "goto", "resume") if _given(getattr(command, name))]
+    if len(parts) > 1:
+        return f"{GOTO_REFUSED}; one at a time, got {' and '.join(parts)}"
+    if parts == ["goto"] and _gotos(command.goto) != [END]:
+        return GOTO_REFUSED
+    return None
+
+
+def admit_run(graph_input: Any, stored: StateSnapshot | None, ids: Mapping[str, Any]) -> Admitted:
+    """Admit a run's input, or raise `ClientWriteError`; `stored` is None for a thread-less run.
+
+    New messages first store what the steps that finished before a crash wrote; no input
+    completes an unfinished turn even when nothing is planned for it.
+    """
+    if graph_input is None:
+        return Admitted(continuation(stored) if stored else None)
+    if isinstance(graph_input, Mapping):
+        given = _messages_only(graph_input, "a run's input")
+        kept = _without_client_results(given, stored, ids)
+        return Admitted({"messages": kept}, finished_results(stored) if stored else [])
+    if not isinstance(graph_input, Command):
+        raise ClientWriteError(
+            f"a run's input is {{'messages': [...]}}, a Command or None, not "
+            f"{type(graph_input).__name__}"
         )
-    marks = (state.get(RELEASED) or "").split()
-    mark = release_mark(call)
-    return None if mark in marks and mark == release_mark(asked) else NOT_RELEASED
+    problem = command_shape_error(graph_input)
+    if problem:
+        raise ClientCommandError(problem)
+    if _given(graph_input.resume):  # a value for a pause only: it writes nothing itself
+        return Admitted(graph_input)
+    if _given(graph_input.goto):
+        return Admitted(None, [_resolution(stored)])
+    given = _messages_only(_as_mapping(graph_input.update), "a command's update")
+    _refuse_client_results(given, stored)
+    return Admitted(Command(update={"messages": given}))
 
 
-def refuse_client_command(graph_input: Any) -> None:
-    """Raise `ClientCommandError` for a run input that routes the run or writes release marks.
+def admit_updates(
+    supersteps: Sequence[Sequence[StateUpdate]], stored: StateSnapshot
+) -> list[list[StateUpdate]]:
+    """Admit a client's state updates as they are, or raise `ClientWriteError`.
 
-    Raises:
-        ClientCommandError: a `Command` with `goto`, or an update of `released_calls`.
+    Each update writes messages as one of the graph's nodes; a copy of a checkpoint (a fork)
+    may carry such updates. A `Command` carrying only an update is its update.
     """
-    if isinstance(graph_input, Command):
-        if graph_input.goto:
-            raise ClientCommandError(GOTO_REFUSED)
-        refuse_release_writes(graph_input.update)
+    return [[_admitted_update(update, stored) for update in step] for step in supersteps]
 
 
-def refuse_release_writes(update: Any) -> None:
-    """Raise `ClientCommandError` if a client's update would write `check`'s release marks.
-
-    Raises:
-        ClientCommandError: the update names `released_calls`.
-    """
-    if isinstance(update, Mapping):
-        keys = set(update)
-    elif isinstance(update, Sequence) and not isinstance(update, str):
-        keys = {pair[0] for pair in update if isinstance(pair, tuple) and pair}
-    else:
-        return
-    if RELEASED in keys:
+def _admitted_update(update: Sequence[Any], stored: StateSnapshot) -> StateUpdate:
+    values, as_node = update[0], update[1]
+    task_id = update[2] if len(update) > 2 else None
+    if task_id is not None:
         raise ClientCommandError(
-            f"{RELEASED} is written by Ferry's check alone: it says which tool calls may run"
+            "a state update may not name a task: which step a write completes is Ferry's to say"
         )
+    if as_node == COPY and values is None:
+        return StateUpdate(None, COPY)
+    if as_node == COPY and isinstance(values, list):
+        inner = [_admitted_update(item, stored) for item in values]
+        # LangGraph's copy takes its updates as (values, as_node) pairs in place of values.
+        pairs: Any = [(u.values, u.as_node) for u in inner]
+        return StateUpdate(pairs, COPY)
+    if as_node is not None and as_node not in NODES | {INPUT}:
+        raise ClientCommandError(
+            f"a state update may be written as {', '.join(sorted(NODES))} or as input "
+            f"(or none: the last node), not as {as_node!r}"
+        )
+    if as_node in {task.name for task in stored.tasks}:
+        # Written as a pending step's node, the update would complete that step: a pause
+        # would vanish undecided, a tool call would go unrun.
+        raise ClientCommandError(
+            f"a state update may not be written as {as_node}, whose step is pending on this "
+            "thread (paused or cut short): resume the thread instead"
+        )
+    if isinstance(values, Command):
+        problem = command_shape_error(values)
+        if problem or _given(values.goto) or _given(values.resume):
+            raise ClientCommandError(
+                "a state update may carry a Command with an update only; resume or route a "
+                "thread with a run"
+            )
+        values = _as_mapping(values.update)
+    given = _messages_only(values, "a state update")
+    _refuse_client_results(given, stored)
+    return StateUpdate({"messages": given}, as_node)
 
 
-def tool_results_in(update: Any) -> list[ToolMessage]:
-    """The tool results a run's input, a `Command` or a state update would write."""
-    if isinstance(update, Command):
-        update = update.update
-    if isinstance(update, dict):
-        given = update.get("messages")
-    elif isinstance(update, Sequence) and not isinstance(update, str):
-        # A Command's update may also be a list of (channel, value) pairs.
-        given = [
-            v
-            for pair in update
-            if isinstance(pair, tuple) and pair[0] == "messages"
-            for v in (pair[1] if isinstance(pair[1], list) else [pair[1]])
-        ]
-    else:
-        return []
-    if not given:
-        return []
+def _messages_only(values: Any, what: str) -> list[BaseMessage]:
+    """The messages `values` writes; refuses any other key, and what is not a message."""
+    if not isinstance(values, Mapping):
+        raise ClientCommandError(
+            f"{what} writes {{'messages': [...]}}, not {type(values).__name__}"
+        )
+    others = sorted(set(values) - EDITABLE, key=str)
+    if others:
+        raise ClientCommandError(
+            f"{what} may write only messages; {', '.join(map(str, others))} "
+            f"{'is' if len(others) == 1 else 'are'} Ferry's to write"
+        )
+    given = values.get("messages")
+    if given is None:
+        raise ClientWriteError(f"{what} has no messages: send {{'messages': [...]}}")
     try:
         messages = convert_to_messages(given if isinstance(given, list) else [given])
-    except (ValueError, TypeError, NotImplementedError):
-        return []  # the reducer refuses the same input with its own error
-    return [m for m in messages if isinstance(m, ToolMessage)]
-
-
-def refuse_client_results(results: Sequence[ToolMessage], stored: StateSnapshot) -> None:
-    """Raise `ClientToolResultError` if a result answers a call Ferry has issued but not answered.
-
-    Nothing is written then: the call stays pending, its approval pause included.
-    """
-    pending, awaiting = _pending_calls(stored), _awaiting(stored)
-    for result in results:
-        call = pending.get(result.tool_call_id)
-        if call is None:
-            continue
-        if call["id"] in awaiting:
-            raise ClientToolResultError(
-                f"tool call {call['id']} ({call['name']}) is awaiting approval; resume with a "
-                "decision instead of sending its result"
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise ClientWriteError(f"{what}: its messages could not be read: {exc}") from None
+    for message in messages:
+        if not isinstance(message, _MESSAGE_TYPES):
+            raise ClientWriteError(
+                f"{what}: a {message.type!r} message is not one a client may write "
+                "(user, assistant, system and tool messages are)"
             )
-        raise ClientToolResultError(
-            f"tool call {call['id']} ({call['name']}) has no result yet, and only Ferry "
-            "supplies it: resume the run to execute it, or send new input without a result for it"
-        )
+    return messages
 
 
-def without_client_results(
-    graph_input: dict[str, Any], stored: StateSnapshot, ids: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The run's input without the results it makes up for calls Ferry has not answered.
+def _as_mapping(update: Any) -> Any:
+    """A command's update as a mapping: a list of (key, value) pairs merged, messages joined."""
+    if not isinstance(update, list | tuple):
+        return update
+    merged: dict[Any, Any] = {}
+    for pair in update:
+        if not (isinstance(pair, tuple | list) and len(pair) == 2):
+            raise ClientCommandError(f"a command's update pair must be (key, value), got {pair!r}")
+        key, value = pair
+        if key == "messages":
+            merged.setdefault(key, []).extend(value if isinstance(value, list) else [value])
+        else:
+            merged[key] = value
+    return merged
 
-    Each one dropped is logged, by call id (its content may be anything). An input of nothing
-    else is refused instead: the run would have nothing new to go on with.
 
-    Args:
-        graph_input: The run's input, its messages already converted (`FerryGraph`).
-        stored: The thread as stored before the run.
-        ids: The run's thread and run ids, for the log line.
+def _issued_calls(stored: StateSnapshot | None) -> dict[str, str]:
+    """Every call on the stored thread, by id: Ferry answers each of them, and once."""
+    messages = (stored.values.get("messages") if stored else None) or []
+    return {
+        call["id"] or "": call["name"]
+        for message in messages
+        if isinstance(message, AIMessage)
+        for call in message.tool_calls
+    }
 
-    Raises:
-        ClientToolResultError: the input holds nothing but such results.
-    """
-    results = tool_results_in(graph_input)
-    pending = _pending_calls(stored)
-    made_up = {r.tool_call_id for r in results if r.tool_call_id in pending}
+
+def _client_results(messages: list[BaseMessage], stored: StateSnapshot | None) -> set[str]:
+    """The ids of the calls on the stored thread that `messages` bring a result for."""
+    results = [m.tool_call_id for m in messages if isinstance(m, ToolMessage)]
+    if not results:
+        return set()
+    brought = {c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+    issued = _issued_calls(stored)
+    return {call_id for call_id in results if call_id in issued and call_id not in brought}
+
+
+def _refuse_client_results(messages: list[BaseMessage], stored: StateSnapshot | None) -> None:
+    made_up = _client_results(messages, stored)
+    if made_up:
+        raise ClientToolResultError(_why_refused(sorted(made_up)[0], stored))
+
+
+def _without_client_results(
+    messages: list[BaseMessage], stored: StateSnapshot | None, ids: Mapping[str, Any]
+) -> list[BaseMessage]:
+    """`messages` without the results they make up; refused if nothing else is left."""
+    made_up = _client_results(messages, stored)
     if not made_up:
-        return graph_input
-    given = graph_input["messages"]
-    kept = [
-        m
-        for m in (given if isinstance(given, list) else [given])
-        if not (isinstance(m, ToolMessage) and m.tool_call_id in made_up)
-    ]
+        return messages
+    kept = [m for m in messages if not (isinstance(m, ToolMessage) and m.tool_call_id in made_up)]
     if not kept:
-        refuse_client_results(results, stored)
-    awaiting = _awaiting(stored)
+        raise ClientToolResultError(_why_refused(sorted(made_up)[0], stored))
+    issued, awaiting = _issued_calls(stored), _awaiting(stored)
+    pending = _pending(stored)
     for call_id in sorted(made_up):
-        why = "awaits approval" if call_id in awaiting else "has not run"
+        why = (
+            "awaits approval"
+            if call_id in awaiting
+            else "has not run"
+            if call_id in pending
+            else "has its result already"
+        )
         log.info(
             "dropped a result the client sent for tool call %s (%s), which %s: only Ferry "
             "answers the calls it made",
             call_id,
-            pending[call_id]["name"],
+            issued[call_id],
             why,
             extra={**ids, "event": "client_result_dropped", "tool_call_id": call_id},
         )
-    return {**graph_input, "messages": kept}
+    return kept
 
 
-def _pending_calls(stored: StateSnapshot) -> dict[str | None, Any]:
-    """The calls Ferry issued on the stored thread and has not answered, by id."""
-    return {c["id"]: c for c in unanswered_calls(stored.values.get("messages") or [])}
+def _why_refused(call_id: str, stored: StateSnapshot | None) -> str:
+    name = _issued_calls(stored).get(call_id, "")
+    if call_id in _awaiting(stored):
+        return (
+            f"tool call {call_id} ({name}) is awaiting approval; resume with a decision "
+            "instead of sending its result"
+        )
+    if call_id in _pending(stored):
+        return (
+            f"tool call {call_id} ({name}) has no result yet, and only Ferry supplies it: "
+            "resume the run to execute it, or send new input without a result for it"
+        )
+    return f"tool call {call_id} ({name}) has its result already, and a call has only one"
 
 
-def _awaiting(stored: StateSnapshot) -> set[Any]:
+def _pending(stored: StateSnapshot | None) -> set[Any]:
+    """The ids of the calls on the stored thread that have no result yet."""
+    messages = (stored.values.get("messages") if stored else None) or []
+    return {call["id"] for call in unanswered_calls(messages)}
+
+
+def _awaiting(stored: StateSnapshot | None) -> set[Any]:
     """The ids of the calls the stored thread's pause waits on a decision for."""
+    if stored is None:
+        return set()
     return {entry.get("id") for pause in stored.interrupts for entry in held(pause.value)}
+
+
+def _resolution(stored: StateSnapshot | None) -> StateUpdate:
+    """What "Mark as Resolved" stores at an approval pause: every open call answered, the end.
+
+    Raises:
+        ClientCommandError: the thread is not paused for approval.
+    """
+    awaiting = _awaiting(stored)
+    if stored is None or not awaiting:
+        raise ClientCommandError(
+            "goto the end (Mark as Resolved) ends an approval pause, and the thread is not "
+            "paused for approval"
+        )
+    open_calls = unanswered_calls(stored.values.get("messages") or [])
+    results = [error_result(c, UNDECIDED if c["id"] in awaiting else RESOLVED) for c in open_calls]
+    return StateUpdate({"messages": results, "stop_reason": "answered"}, "check")
+
+
+def _given(value: Any) -> bool:
+    """Whether a `Command` field was given (LangGraph's default for each is empty)."""
+    return value is not None and value != () and value != [] and value != {}
+
+
+def _gotos(goto: Any) -> list[Any]:
+    return list(goto) if isinstance(goto, list | tuple) else [goto]

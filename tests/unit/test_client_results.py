@@ -93,9 +93,7 @@ WRITES: dict[str, Callable[[Any], Any]] = {
     "bulk_update_state": lambda g: g.bulk_update_state(
         CONFIG, [[StateUpdate(chat_ui_input(), "execute_tool", None)]]
     ),
-    "command update": lambda g: g.invoke(
-        Command(resume={"action": "approve"}, update=chat_ui_input()), CONFIG
-    ),
+    "command update": lambda g: g.invoke(Command(update=chat_ui_input()), CONFIG),
 }
 
 
@@ -196,3 +194,44 @@ def test_a_history_the_client_writes_itself_is_accepted(make_agent: Agent) -> No
     ]
     result = graph.invoke({"messages": imported}, CONFIG)
     assert [m.id for m in result["messages"][:4]] == ["h1", "a1", "t1", "h2"]
+
+
+def test_stop_then_type_a_made_up_result_for_an_answered_call_is_dropped(
+    make_agent: Agent, caplog: pytest.LogCaptureFixture
+) -> None:
+    """agent-chat-ui's Stop during a call: the server run went on and stored the real result;
+    the UI then sends its made-up result for the call it still sees open, with a new message."""
+    model = ScriptedModel([tool_call("delete_file", path="a"), answer("deleted"), answer("ok")])
+    graph = make_agent(model)
+    graph.invoke({"messages": [("user", "delete a")]}, CONFIG)
+    with caplog.at_level(logging.INFO, logger="ferry.loop"):
+        graph.invoke(chat_ui_input(), CONFIG)
+    messages = graph.get_state(CONFIG).values["messages"]
+    assert [(m.type, m.content) for m in messages] == [
+        ("human", "delete a"),
+        ("ai", ""),
+        ("tool", "deleted a"),
+        ("ai", "deleted"),
+        ("human", "and also tidy up"),
+        ("ai", "ok"),
+    ]
+    assert RUNS == ["delete a"]
+    assert "Successfully handled" not in str(model.calls[2])  # the provider saw one result
+    [dropped] = [r for r in caplog.records if getattr(r, "event", "") == "client_result_dropped"]
+    assert "which has its result already" in dropped.getMessage()
+
+
+def test_the_reducer_keeps_the_first_result_of_a_call_whoever_writes_a_second() -> None:
+    from graph.state import fold_messages
+
+    call = {"name": "delete_file", "args": {}, "id": "c1", "type": "tool_call"}
+    history: list[Any] = [
+        HumanMessage("go", id="h"),
+        AIMessage("", tool_calls=[call], id="a"),
+        ToolMessage("real", tool_call_id="c1", id="t1"),
+    ]
+    second = ToolMessage("made up", tool_call_id="c1", id="t2")
+    after = fold_messages(history, [[second, HumanMessage("next", id="h2")]])
+    assert [m.id for m in after] == ["h", "a", "t1", "h2"]
+    replaced = ToolMessage("edited", tool_call_id="c1", id="t1")  # the same result, edited
+    assert fold_messages(after, [[replaced]])[2].content == "edited"
