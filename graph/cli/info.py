@@ -13,6 +13,8 @@ from graph.cli.agent import print_json
 from graph.controls import printable
 
 if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
+
     from graph.settings import Settings
 
 
@@ -62,22 +64,24 @@ def mcp_servers(settings: Settings) -> list[dict[str, Any]]:
 
 def gather(settings: Settings) -> dict[str, Any]:
     """Everything `ferry info` reports."""
+    from graph.builder import default_tools
     from graph.storage import database_name
-    from tools import TOOLS
     from tools.trust import is_trusted
 
     model: dict[str, Any] = {"spec": settings.model}
     if settings.model.startswith("openai:"):
         model["base_url"] = os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
-    approve = settings.approval_required
     env_file = Path.cwd() / ".env"
-    servers = mcp_servers(settings)  # started once: their tools' names come with them
-    names = [t.name for t in TOOLS] + [name for s in servers for name in s["tools"]]
+    servers = mcp_servers(settings)  # started once: the tools below are theirs, live
+    tools = [
+        {"name": t.name, "needs_approval": approval_reason(t, settings) is not None}
+        for t in default_tools(settings)
+    ]
     return {
         "model": model,
         "database": {"name": database_name(settings), **check_database(settings)},
         "files_root": str(Path(settings.files_root).absolute()),
-        "tools": [{"name": name, "needs_approval": name in approve} for name in names],
+        "tools": tools,
         "mcp_servers": servers,
         "env_file": str(env_file) if env_file.is_file() else None,
         "env_file_trusted": is_trusted(env_file),  # an untrusted one is ignored
@@ -135,8 +139,21 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0 if report["database"]["ok"] else 1
 
 
+def approval_reason(tool: BaseTool, settings: Settings) -> str | None:
+    """Why each call of `tool` waits for a person's approval; None when it runs unasked.
+
+    What the approval gate holds a tool for (graph/policy/approval.py): `FERRY_APPROVE_TOOLS`
+    naming it, or its `metadata["approval"]` (an MCP tool without `readOnlyHint`, or the MCP
+    servers file asking for it).
+    """
+    if tool.name in settings.approval_required:
+        return "FERRY_APPROVE_TOOLS names it"
+    reason = (tool.metadata or {}).get("approval")
+    return str(reason) if reason else None
+
+
 def tool_records(settings: Settings) -> list[dict[str, Any]]:
-    """Every tool the model is offered: name, source, description and arguments."""
+    """Every tool the model is offered: name, source, approval, description and arguments."""
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
     from graph.builder import default_tools
@@ -149,6 +166,7 @@ def tool_records(settings: Settings) -> list[dict[str, Any]]:
             {
                 "name": tool.name,
                 "source": (tool.metadata or {}).get("source", "built-in"),
+                "approval": approval_reason(tool, settings),
                 "description": " ".join(tool.description.split()),
                 "arguments": [
                     {"name": name, "type": spec.get("type", "any"), "required": name in required}
@@ -179,4 +197,6 @@ def cmd_tools(args: argparse.Namespace) -> int:
         summary = textwrap.shorten(record["description"], 96, placeholder=" …")
         sys.stdout.write(printable(f"{record['name']}({arguments})  [{record['source']}]") + "\n")
         sys.stdout.write(printable(f"    {summary}") + "\n")
+        if record["approval"]:
+            sys.stdout.write(printable(f"    asks first: {record['approval']}") + "\n")
     return 0

@@ -178,7 +178,9 @@ def test_one_session_serves_every_call_and_run_of_the_process(
     first = scripted([twice, tool_call("add", a=1, b=2), answer("a")])
     second = scripted([tool_call("pid"), answer("b")])
 
-    one = ask(make_agent(first), "pid?", thread="t1")
+    # Every MCP tool is outbound and private: under the default outbound rule (`ask`) a call
+    # after another's result waits for a person. `allow` holds only quotes: none here.
+    one = ask(make_agent(first, exfiltration_guard="allow"), "pid?", thread="t1")
     two = ask(make_agent(second), "pid?", thread="t2")  # another graph, same process
 
     [pid] = started(starts)
@@ -238,6 +240,14 @@ def test_annotations_and_overrides_reach_the_tools_metadata(
     assert guards("upsert") == ("mcp:basic", True, True, True)  # idempotent, open world
     assert guards("crash") == ("mcp:basic", False, True, True)  # no hint at all
     assert guards("send_note") == ("mcp:basic", True, False, True)  # the config wins
+    # Only a tool that declares readOnlyHint runs without a person's approval.
+    assert "approval" not in (meta["add"] or {})
+    assert (meta["upsert"] or {})["approval"] == (
+        "it declares destructiveHint (it may delete or overwrite things)"
+    )
+    assert (meta["crash"] or {})["approval"] == (
+        "it does not declare readOnlyHint (it may change things)"
+    )
 
 
 def test_approve_tools_names_an_mcp_tool_and_the_run_pauses(
@@ -247,7 +257,8 @@ def test_approve_tools_names_an_mcp_tool_and_the_run_pauses(
     tmp_path: Path,
     starts: Path,
 ) -> None:
-    configure(monkeypatch, tmp_path, {"basic": basic(starts)})
+    # `approve: false` in the servers file: FERRY_APPROVE_TOOLS alone holds the call.
+    configure(monkeypatch, tmp_path, {"basic": basic(starts, approve=False)})
     graph = make_agent(
         scripted([tool_call("send_note", text="hi"), answer("sent")]), approve_tools="send_note"
     )
@@ -272,18 +283,21 @@ def test_the_exfiltration_guard_checks_an_outbound_mcp_tool(
 ) -> None:
     secret = "The harbour code is 4471-ALPHA-NINE-OSCAR-22, keep it here."
     (tmp_path / "notes.txt").write_text(secret + "\n")
-    configure(monkeypatch, tmp_path, {"basic": basic(starts)})
+    configure(monkeypatch, tmp_path, {"basic": basic(starts, approve=False)})  # the guard alone
     model = scripted(
         [tool_call("read_file", path="notes.txt"), tool_call("send_note", text=secret), "no"]
     )
-    state = make_agent(model, exfiltration_guard="refuse", files_root=tmp_path).invoke(
+    state = make_agent(model, exfiltration_guard="deny", files_root=tmp_path).invoke(
         {"messages": [("user", "read my notes and send them")]},
         {"configurable": {"thread_id": "t1"}},
     )
     read, refused = results(state)
     assert read.status == "success"
     assert (refused.name, refused.status) == ("send_note", "error")
-    assert refused.content.startswith("Not executed: the arguments quote content that read_file")
+    assert refused.content.startswith(
+        "Not executed: this conversation read private data (read_file(notes.txt)), and "
+        "send_note would send its arguments off"
+    )
 
 
 def test_the_async_bridge_serves_and_cancels_what_overran(
@@ -318,7 +332,7 @@ def test_a_server_that_dies_mid_call_is_named_and_the_next_call_restarts_it(
     tmp_path: Path,
     starts: Path,
 ) -> None:
-    configure(monkeypatch, tmp_path, {"basic": basic(starts)})
+    configure(monkeypatch, tmp_path, {"basic": basic(starts, approve=False)})  # crash asks else
     model = scripted([tool_call("crash"), tool_call("pid"), answer("back")])
 
     state = ask(make_agent(model), "crash, then pid")
@@ -358,12 +372,13 @@ def test_malformed_huge_and_failed_results(
     tmp_path: Path,
     starts: Path,
 ) -> None:
-    configure(monkeypatch, tmp_path, {"basic": basic(starts), "odd": stdio_entry(script=MALFORMED)})
+    odd = stdio_entry(script=MALFORMED, approve=False)  # its one tool has no hint: it would ask
+    configure(monkeypatch, tmp_path, {"basic": basic(starts), "odd": odd})
     model = scripted(
         [tool_call("broken"), tool_call("huge", size=1_500_000), tool_call("fail"), "done"]
     )
 
-    state = ask(make_agent(model), "go")
+    state = ask(make_agent(model, exfiltration_guard="allow"), "go")  # see the one-session test
 
     broken, huge, failed = results(state)
     assert broken.status == "error"
@@ -535,7 +550,7 @@ def test_an_http_server_that_goes_away_is_named_and_the_run_goes_on(
     )
     with http_server("streamable-http") as url:
         configure(monkeypatch, tmp_path, {"web": {"url": url}})
-        agent = make_agent(model)
+        agent = make_agent(model, exfiltration_guard="allow")  # see the one-session test
         first = ask(agent, "1 + 2?")
     # The server has exited; the session that reached it is still open in this process.
     state = ask(agent, "2 + 2?")

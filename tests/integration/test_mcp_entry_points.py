@@ -110,7 +110,7 @@ def test_reading_threads_starts_no_server_and_ask_stops_its_servers(tmp_path: Pa
 
 def test_a_call_without_hints_is_not_run_again_after_a_crash(tmp_path: Path) -> None:
     record = tmp_path / "record.txt"
-    entry = stdio_entry(env={"MCP_TEST_RECORD": str(record)})
+    entry = stdio_entry(env={"MCP_TEST_RECORD": str(record)}, approve=False)  # record would ask
     env = ferry_env(tmp_path, FERRY_MCP_CONFIG=str(write_config(tmp_path, {"basic": entry})))
     env["PYTHONPATH"] = str(REPO)
     script = [sys.executable, "-m", "tests.support.mcp_crash"]

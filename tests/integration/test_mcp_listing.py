@@ -57,7 +57,8 @@ def results(state: dict[str, Any]) -> list[ToolMessage]:
 def test_calls_of_tools_the_server_changed_are_answered_and_the_listing_refreshed(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, server: ListingServer
 ) -> None:
-    configure(monkeypatch, tmp_path, {"a": server.entry("a")})
+    # Without `approve: false`, echo would ask once it lost readOnlyHint (test_mcp_approval).
+    configure(monkeypatch, tmp_path, {"a": {**server.entry("a"), "approve": False}})
     listed_then_closed()
     server.tools_version("v2")  # echo gains an argument and loses readOnlyHint; gone goes
     offered = mcp_tools()  # still the cached v1 listing: nothing started

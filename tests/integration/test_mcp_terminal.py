@@ -34,7 +34,7 @@ SHOWN = r"\x1b]52;c;cm0gLXJmIH4=\x07"  # the clipboard write, as printed
 def hostile_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """FERRY_MCP_CONFIG names the hostile server, and one that fails quoting the same text."""
     servers = {
-        "hostile": stdio_entry("hostile", SCRIPT),
+        "hostile": stdio_entry("hostile", SCRIPT, approve=False),  # its tools have no hints
         "dead": stdio_entry("dead", SCRIPT, args=[str(SCRIPT), "--fail"]),
     }
     monkeypatch.setenv("FERRY_MCP_CONFIG", str(write_config(tmp_path, servers, "servers.json")))

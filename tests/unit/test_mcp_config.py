@@ -113,7 +113,30 @@ def test_env_and_header_values_are_redacted_once_the_file_is_read(tmp_path: Path
         ({"mcpServers": {"x": {"command": "s", "env": {"A": 1}}}}, "x.env: expected an object"),
         (
             {"mcpServers": {"x": {"command": "s", "tools": {"t": {"retry": True}}}}},
-            'mcpServers.x.tools.t: expected {"<tool>": {"retry_safe"',
+            'mcpServers.x.tools.t: "retry" is not one of approve, retry_safe, outbound, private',
+        ),
+        (
+            {"mcpServers": {"x": {"command": "s", "tools": ["t"]}}},
+            'mcpServers.x.tools: expected {"<tool>": {"approve": true, …}, …}',
+        ),
+        (
+            {"mcpServers": {"x": {"command": "s", "tools": {"t": True}}}},
+            "mcpServers.x.tools.t: expected an object of approve, retry_safe, outbound, private "
+            "(each true or false)",
+        ),
+        (
+            {"mcpServers": {"x": {"command": "s", "approve": "never"}}},
+            "mcpServers.x.approve: expected true (every tool asks before each call) or false "
+            '(none asks), not "never"',
+        ),
+        (
+            {"mcpServers": {"x": {"command": "s", "approve": 0}}},
+            "mcpServers.x.approve: expected true (every tool asks before each call) or false "
+            "(none asks), not 0",
+        ),
+        (
+            {"mcpServers": {"x": {"command": "s", "tools": {"t": {"approve": "always"}}}}},
+            'mcpServers.x.tools.t.approve: expected true or false, not "always"',
         ),
     ],
 )
@@ -173,4 +196,67 @@ def test_annotations_map_onto_the_guards_metadata_and_the_config_wins(tmp_path: 
         "retry_safe": True,
         "outbound": True,
         "private": True,
+        "approval": "it declares destructiveHint (it may delete or overwrite things)",
+    }
+
+
+NO_HINT = "it does not declare readOnlyHint (it may change things)"
+DESTRUCTIVE = "it declares destructiveHint (it may delete or overwrite things)"
+READ_WRITE = "it declares readOnlyHint false (it changes things)"
+
+
+def approval(tmp_path: Path, entry: dict[str, Any], tool: str, **hints: bool) -> Any:
+    """The `approval` metadata of `tool` of server `s`, configured as `entry`; absent: "-"."""
+    (spec,) = read_config(servers(tmp_path, s={"command": "srv", **entry}))
+    return tool_metadata(spec, tool, hints).get("approval", "-")
+
+
+def test_only_a_tool_that_declares_read_only_runs_without_approval(tmp_path: Path) -> None:
+    assert approval(tmp_path, {}, "read", readOnlyHint=True) == "-"  # no key at all
+    assert approval(tmp_path, {}, "read", readOnlyHint=True, destructiveHint=True) == "-"
+    assert approval(tmp_path, {}, "write") == NO_HINT
+    assert approval(tmp_path, {}, "write", openWorldHint=False) == NO_HINT
+    assert approval(tmp_path, {}, "write", idempotentHint=True) == NO_HINT  # retry-safe, not safe
+    assert approval(tmp_path, {}, "delete", destructiveHint=True) == DESTRUCTIVE
+    assert approval(tmp_path, {}, "write", readOnlyHint=False) == READ_WRITE
+
+
+def test_a_server_s_approve_sets_all_its_tools_and_a_tool_s_own_wins(tmp_path: Path) -> None:
+    never = {"approve": False, "tools": {"write": {"approve": True}}}
+    assert approval(tmp_path, never, "delete", destructiveHint=True) == "-"
+    assert approval(tmp_path, never, "other") == "-"
+    assert approval(tmp_path, never, "write", readOnlyHint=True) == (
+        "the MCP servers file asks for it (mcpServers.s.tools.write.approve)"
+    )
+    always = {"approve": True, "tools": {"read": {"approve": False}}}
+    assert approval(tmp_path, always, "other", readOnlyHint=True) == (
+        "the MCP servers file asks for it (mcpServers.s.approve)"
+    )
+    assert approval(tmp_path, always, "read") == "-"
+    # Without a server-level `approve`, a tool's own works both ways.
+    own = {"tools": {"read": {"approve": True}, "write": {"approve": False}}}
+    assert approval(tmp_path, own, "read", readOnlyHint=True).endswith("tools.read.approve)")
+    assert approval(tmp_path, own, "write", destructiveHint=True) == "-"
+    assert approval(tmp_path, own, "other") == NO_HINT  # only the tools named
+    # `approve` is no guard's metadata: the other overrides are still read as before.
+    (spec,) = read_config(servers(tmp_path, s={"command": "s", "tools": {"t": {"approve": False}}}))
+    assert tool_metadata(spec, "t", {}) == {
+        "source": "mcp:s",
+        "retry_safe": False,
+        "outbound": True,
+        "private": True,
+    }
+
+
+def test_approve_true_or_false_and_absent_are_kept_on_the_server(tmp_path: Path) -> None:
+    path = servers(
+        tmp_path,
+        ask={"command": "s", "approve": True},
+        trusted={"command": "s", "approve": False},
+        default={"command": "s"},
+    )
+    assert {spec.name: spec.approve for spec in read_config(path)} == {
+        "ask": True,
+        "trusted": False,
+        "default": None,
     }

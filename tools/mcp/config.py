@@ -4,12 +4,15 @@
         "files": {"command": "npx", "args": ["-y", "some-server"], "env": {"TOKEN": "${TOKEN}"}},
         "docs": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer …"}},
         "old": {"type": "sse", "url": "http://127.0.0.1:8080/sse"},
-        "shop": {"url": "…", "tools": {"order": {"retry_safe": false, "outbound": true}}}}}
+        "shop": {"url": "…", "tools": {"order": {"retry_safe": false, "outbound": true}}},
+        "time": {"command": "uvx", "args": ["mcp-server-time"], "approve": false}}}
 
 A `command` means stdio; a `url` means streamable HTTP unless `type` (or `transport`) says
 `sse`. `${VAR}` and `${VAR:-default}` are read from the environment. The values of `env` and
-`headers` are treated as secrets. `tools` is Ferry's own
-key: per tool, `retry_safe`, `outbound` and `private` override what the tool's annotations say.
+`headers` are treated as secrets. `approve` and `tools` are Ferry's own keys. `approve`: true
+makes every tool of the server ask a person before each call, false none of them; without it,
+a tool asks unless it declares `readOnlyHint`. `tools`: per tool, `approve`, `retry_safe`,
+`outbound` and `private` override the server's `approve` and what the tool's annotations say.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ _TRANSPORTS: dict[str, Transport] = {
     "stdio": "stdio",
     "sse": "sse",
 }
-OVERRIDES = ("retry_safe", "outbound", "private")
+OVERRIDES = ("approve", "retry_safe", "outbound", "private")
 """What a server's `tools` entry may set for one of its tools."""
 # The `env` and `headers` values are secrets (redacted from logs, results and errors), except
 # these well-known ones: redacting `application/json` or a PATH would garble ordinary text.
@@ -58,7 +61,10 @@ class ServerSpec:
     connection: dict[str, Any] = field(repr=False)  # holds the env and headers: secrets
     """The adapters' connection (`transport`, `command`/`args`/`env`/`cwd` or `url`/`headers`)."""
     overrides: dict[str, dict[str, bool]] = field(default_factory=dict)
-    """Tool name → metadata that wins over the tool's annotations."""
+    """Tool name → what the user set for it (`OVERRIDES`): wins over its annotations."""
+    approve: bool | None = None
+    """Whether every tool of the server asks a person first (True), none does (False), or
+    each as its annotations say (None); a tool's own `approve` override wins over it."""
     problem: str | None = None
     """Why the server cannot be started (a variable the file uses is not set), if so."""
 
@@ -149,7 +155,9 @@ def _server(where: str, folder: Path, name: str, entry: dict[str, Any]) -> Serve
         connection = {"transport": transport, "url": url, "headers": headers or None}
     remember_secrets(secrets)  # graph/log.py leaves out the values too short to be secrets
     problem = f"{', '.join(missing)} not set (used in the MCP servers file)" if missing else None
-    return ServerSpec(name, transport, connection, _overrides(where, entry.get("tools")), problem)
+    overrides = _overrides(where, entry.get("tools"))
+    approve = _approve(where, entry.get("approve"))
+    return ServerSpec(name, transport, connection, overrides, approve=approve, problem=problem)
 
 
 def _text(where: str, entry: dict[str, Any], key: str, missing: list[str]) -> str:
@@ -183,18 +191,35 @@ def _expand(value: str, missing: list[str]) -> str:
     return _VARIABLE.sub(variable, value)
 
 
+def _approve(where: str, given: Any) -> bool | None:
+    if given is None or isinstance(given, bool):
+        return given
+    raise McpConfigError(
+        f"{where}.approve: expected true (every tool asks before each call) or false (none "
+        f"asks), not {json.dumps(given)}"
+    )
+
+
 def _overrides(where: str, given: Any) -> dict[str, dict[str, bool]]:
     if given is None:
         return {}
-    shape = 'expected {"<tool>": {"retry_safe": true|false, "outbound": …, "private": …}}'
     if not isinstance(given, dict):
-        raise McpConfigError(f"{where}.tools: {shape}")
+        raise McpConfigError(f'{where}.tools: expected {{"<tool>": {{"approve": true, …}}, …}}')
     overrides: dict[str, dict[str, bool]] = {}
     for tool, values in given.items():
-        wrong = not isinstance(values, dict) or any(
-            k not in OVERRIDES or not isinstance(v, bool) for k, v in values.items()
-        )
-        if wrong:
-            raise McpConfigError(f"{where}.tools.{tool}: {shape}")
+        if not isinstance(values, dict):
+            raise McpConfigError(
+                f"{where}.tools.{tool}: expected an object of {', '.join(OVERRIDES)} "
+                "(each true or false)"
+            )
+        for key, value in values.items():
+            if key not in OVERRIDES:
+                raise McpConfigError(
+                    f"{where}.tools.{tool}: {json.dumps(key)} is not one of {', '.join(OVERRIDES)}"
+                )
+            if not isinstance(value, bool):
+                raise McpConfigError(
+                    f"{where}.tools.{tool}.{key}: expected true or false, not {json.dumps(value)}"
+                )
         overrides[tool] = dict(values)
     return overrides

@@ -9,9 +9,12 @@ Its `metadata` tells Ferry's guards what the tool does:
   hint at all) a call cut short by a crash is not run again.
 - `outbound`: true, whatever `openWorldHint` says: the exfiltration guard checks its arguments.
 - `private`: true: its results are the user's data, which the guard keeps from outbound calls.
+- `approval`: why a person must approve each call (graph/policy/approval.py holds it), unless
+  it declares `readOnlyHint`; absent when it runs without asking.
 
 A server's annotations are its own claims, not the user's word: only a server's `tools` entry
-in the user's config makes a tool not outbound or not private. It overrides any of them per tool.
+in the user's config makes a tool not outbound or not private. It overrides any of them per tool,
+and `approve` too, which wins over the server's `approve` (all of its tools, or none, ask).
 """
 
 from __future__ import annotations
@@ -112,9 +115,35 @@ def tool_metadata(server: ServerSpec, tool: str, annotations: dict[str, Any]) ->
     A server's `openWorldHint` is not trusted to say where its arguments go, nor anything to
     say its results are not the user's data: outbound and private unless the config says not.
     """
+    overrides = {k: v for k, v in server.overrides.get(tool, {}).items() if k != "approve"}
     retry_safe = bool(annotations.get("readOnlyHint") or annotations.get("idempotentHint"))
     derived = {"retry_safe": retry_safe, "outbound": True, "private": True}
-    return {"source": f"mcp:{server.name}", **derived, **server.overrides.get(tool, {})}
+    metadata = {"source": f"mcp:{server.name}", **derived, **overrides}
+    reason = approval_reason(server, tool, annotations)
+    return {**metadata, "approval": reason} if reason else metadata
+
+
+def approval_reason(server: ServerSpec, tool: str, annotations: dict[str, Any]) -> str | None:
+    """Why each call of `tool` waits for a person's approval, in one line; None if none does.
+
+    The user's word wins: the tool's own `approve` in the servers file, then the server's.
+    Without it, only a tool that declares `readOnlyHint` runs unasked: a server that says
+    nothing about a tool has not said that it changes nothing.
+    """
+    approve = server.overrides.get(tool, {}).get("approve")
+    if approve is False or (approve is None and server.approve is False):
+        return None
+    if approve:
+        return f"the MCP servers file asks for it (mcpServers.{server.name}.tools.{tool}.approve)"
+    if server.approve:
+        return f"the MCP servers file asks for it (mcpServers.{server.name}.approve)"
+    if annotations.get("readOnlyHint") is True:
+        return None
+    if annotations.get("destructiveHint") is True:
+        return "it declares destructiveHint (it may delete or overwrite things)"
+    if annotations.get("readOnlyHint") is False:
+        return "it declares readOnlyHint false (it changes things)"
+    return "it does not declare readOnlyHint (it may change things)"
 
 
 def _ferry_tool(
