@@ -4,7 +4,8 @@ A cloned repository can hold either file: a `.env` that points `OPENAI_BASE_URL`
 (the user's key goes with every request) or turns a guard off, an `mcp.json` whose command runs
 as soon as Ferry starts. So, like `direnv allow`, each file is used only while its sha256 is the
 one recorded when the user trusted it, in `$XDG_CONFIG_HOME/ferry/trusted.json` (by default
-`~/.config/ferry/`); what was ignored is said once, on stderr. The real environment, and a
+`~/.config/ferry/`); what was ignored is said once, on stderr. What is used is the bytes hashed,
+from the same read: a file swapped after the check is never used. The real environment, and a
 `FERRY_MCP_CONFIG` set in it, apply as always.
 
     {"version": 1, "files": {"/home/me/project/.env": {"sha256": "…", "trusted_at": "…"}}}
@@ -50,6 +51,16 @@ class FolderFile:
     content: bytes
     sha256: str
 
+    @classmethod
+    def read(cls, path: Path) -> FolderFile:
+        """Read the file at `path` once, and hash the bytes read.
+
+        Raises:
+            OSError: it cannot be read.
+        """
+        content = path.read_bytes()
+        return cls(path, content, hashlib.sha256(content).hexdigest())
+
     @property
     def key(self) -> str:
         """Its name in the trust store: the folder's resolved absolute path and the file name."""
@@ -73,10 +84,9 @@ def read_folder_file(path: Path) -> FolderFile | None:
     try:
         if not path.is_file():  # a FIFO or a device would block or never end
             return None
-        content = path.read_bytes()
+        return FolderFile.read(path)
     except OSError:
         return None
-    return FolderFile(path, content, hashlib.sha256(content).hexdigest())
 
 
 def folder_files(folder: Path) -> list[FolderFile]:
@@ -189,12 +199,16 @@ def load_dotenv(path: Path | None = None) -> None:
     _announce(path.parent, records, {path.name: found}, path.name)
 
 
-def trusted_mcp_file(folder: Path | None = None) -> Path | None:
-    """The folder's `mcp.json` (the working folder's by default) if it is there and trusted."""
+def trusted_mcp_file(folder: Path | None = None) -> FolderFile | None:
+    """The folder's `mcp.json` (the working folder's by default) if it is there and trusted.
+
+    What is returned holds the bytes that were hashed: parse those, never the path again, or a
+    file swapped in between would run unchecked commands.
+    """
     path = (folder or Path.cwd()) / MCP_FILE
     found, records = read_folder_file(path), _records()
     _announce(path.parent, records, {MCP_FILE: found})
-    return path if found is not None and status(found, records) == "trusted" else None
+    return found if found is not None and status(found, records) == "trusted" else None
 
 
 def _records() -> dict[str, dict[str, str]]:

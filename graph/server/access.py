@@ -10,7 +10,10 @@ a name that resolves to 127.0.0.1 (DNS rebinding) even reads the replies, as its
   `Sec-Fetch-Site: cross-site` without an `Origin` (403);
 - with a token set, a request without `Authorization: Bearer <token>` (401), on every route
   but the health check `/ok`, and but the CORS preflights of allowed pages (no browser sends
-  a token in a preflight, and CORS answers them without a handler).
+  a token in a preflight, and CORS answers them without a handler);
+- on `/deploy*` and `/internal*` (they start `langgraph deploy`, empty the server), a request
+  without the token from anyone, the server's own in-process client too; while no token is
+  set, every request (403).
 """
 
 from __future__ import annotations
@@ -29,9 +32,15 @@ LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 HOSTS_VARIABLE = "FERRY_SERVER_HOSTS"
 TOKEN_VARIABLE = "FERRY_SERVER_TOKEN"
 HEALTH_CHECK = "/ok"
+TOKEN_ONLY_ROUTES = ("/deploy", "/internal")
+"""Path prefixes served only with the token, and never while none is set."""
 # LangGraph's in-process client (`get_client(url=None)`) mounts the server at this root path;
 # a root path comes from the ASGI server's configuration, never from a request.
 IN_PROCESS_ROOT = "/noauth"
+_TOKEN_ONLY_DETAIL = (
+    f"/deploy and /internal/* are served only with a token: set {TOKEN_VARIABLE} when starting "
+    "the server, then send Authorization: Bearer <token>"
+)
 _HOST = re.compile(r"(\[[0-9a-f:.]+\]|[^\[\]:]+)(:[0-9]*)?", re.IGNORECASE)
 
 
@@ -92,7 +101,21 @@ class Refusal:
 def refusal(policy: AccessPolicy, scope: Scope) -> Refusal | None:
     """Why the request of `scope` is refused, or None when it is served."""
     headers = Headers(scope=scope)
+    if _in_process(scope):  # the server's own client: no Host or Origin to judge
+        return _without_token(policy, scope, headers) if token_only(scope) else None
     return _stranger(policy, scope["path"], headers) or _without_token(policy, scope, headers)
+
+
+def token_only(scope: Scope) -> bool:
+    """Whether the request is for a route under `TOKEN_ONLY_ROUTES`.
+
+    Both the path and the path the routes see (without a mount's root path) are judged, so a
+    `mount_prefix` cannot move these routes out of reach of the rule.
+    """
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    routed = path[len(root) :] if root and path.startswith(root + "/") else path
+    return path.startswith(TOKEN_ONLY_ROUTES) or routed.startswith(TOKEN_ONLY_ROUTES)
 
 
 def _stranger(policy: AccessPolicy, path: str, headers: Headers) -> Refusal | None:
@@ -125,17 +148,23 @@ def _stranger(policy: AccessPolicy, path: str, headers: Headers) -> Refusal | No
 
 
 def _without_token(policy: AccessPolicy, scope: Scope, headers: Headers) -> Refusal | None:
-    """Refuse a request without the token, once one is set, on every route but `/ok`."""
-    if policy.token is None or scope["path"] == HEALTH_CHECK:
+    """Refuse a request without the token where one is needed.
+
+    Once a token is set, on every route but `/ok`; while none is, on the token-only routes
+    (deny by default: they act on the whole machine).
+    """
+    if scope["path"] == HEALTH_CHECK or (policy.token is None and not token_only(scope)):
         return None
     origin = headers.get("origin")
     if scope.get("method") == "OPTIONS" and origin and "access-control-request-method" in headers:
         return None  # an allowed page's preflight, which CORS answers without a handler
+    # An allowed page may read the refusal, so Studio can say the token is missing.
+    shown_to = {"access-control-allow-origin": origin, "vary": "Origin"} if origin else {}
+    if policy.token is None:
+        return Refusal(403, _TOKEN_ONLY_DETAIL, shown_to)
     given = headers.getlist("authorization")
     if len(given) == 1 and bearer_token_matches(given[0], policy.token):
         return None
-    # An allowed page may read the refusal, so Studio can say the token is missing.
-    shown_to = {"access-control-allow-origin": origin, "vary": "Origin"} if origin else {}
     return Refusal(
         401,
         f"send Authorization: Bearer <{TOKEN_VARIABLE}>",
@@ -158,7 +187,7 @@ class ServerAccess:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve the request, or answer with its refusal without calling the rest."""
-        if scope["type"] not in ("http", "websocket") or _in_process(scope):
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         refused = refusal(self.policy, scope)

@@ -6,10 +6,14 @@ trusted is its control: the file then applies, so the attack test can fail.
 
 from __future__ import annotations
 
+import builtins
+import io
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -19,6 +23,7 @@ from tests.support.langgraph_dev import project_folder, server_log, serving
 from tests.support.servers.base import LoopbackServer
 from tests.support.servers.openai import OpenAIServer, openai_answer
 from tests.support.trust import trust_folder
+from tools.mcp import mcp_servers
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("mcp_sessions_closed")]
 REAL_KEY = "sk-real-user-key-0123456789"
@@ -91,6 +96,58 @@ def test_a_trusted_mcp_json_starts_its_servers(
 
     assert key_leaked(marker, catcher)  # the control: what the user trusted runs
     assert notices(done.stderr) == []
+
+
+def writes(marker: Path) -> dict[str, object]:
+    """A stdio "server" that only writes `marker`: it ran."""
+    return {
+        "command": sys.executable,
+        "args": ["-c", "open(__import__('sys').argv[1], 'w')", str(marker)],
+    }
+
+
+def swap_after_first_open(monkeypatch: pytest.MonkeyPatch, path: Path, content: str) -> list[str]:
+    """Replace the file at `path` with `content` as soon as it is first opened; the opens seen.
+
+    The first opener still reads what was there (its handle holds the old file); every later
+    open, by whatever reader, gets `content`: an attacker who wins every race.
+    """
+    replacement = path.with_name("replacement.json")
+    replacement.write_text(content, encoding="utf-8")
+    target, real_open, opened = os.path.realpath(path), io.open, []
+
+    def opening(file: Any, *args: Any, **kwargs: Any) -> Any:
+        handle = real_open(file, *args, **kwargs)
+        if isinstance(file, str | bytes | os.PathLike):
+            if os.path.realpath(os.fsdecode(file)) == target:
+                opened.append(str(file))
+                if len(opened) == 1:
+                    replacement.replace(path)  # a new file: the open handle keeps the old one
+        return handle
+
+    monkeypatch.setattr(io, "open", opening)  # what pathlib's reads call
+    monkeypatch.setattr(builtins, "open", opening)
+    return opened
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["trusted ./mcp.json", "FERRY_MCP_CONFIG"])
+def test_the_servers_file_is_parsed_from_the_bytes_read_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, named: bool
+) -> None:
+    trusted_ran, swapped_ran = tmp_path / "trusted-ran.txt", tmp_path / "swapped-ran.txt"
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"trusted": writes(trusted_ran)}}))
+    trust_folder(tmp_path)
+    if named:
+        monkeypatch.setenv("FERRY_MCP_CONFIG", str(path))
+    swapped = json.dumps({"mcpServers": {"swapped": writes(swapped_ran)}})
+    opened = swap_after_first_open(monkeypatch, path, swapped)
+
+    servers = mcp_servers()
+
+    assert opened == [str(path)]  # one read: what was checked is what was parsed
+    assert [server.name for server in servers] == ["trusted"]
+    assert trusted_ran.exists() and not swapped_ran.exists()
 
 
 def openai_detour(tmp_path: Path, catcher: OpenAIServer) -> dict[str, str]:

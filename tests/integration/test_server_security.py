@@ -68,6 +68,20 @@ PAGE_ATTACKS = [
 ]
 
 
+# From this machine's programs and the pages the server serves: no token is set, so none of
+# these routes is served. POST /deploy comes from a page on [::1], which the server's own
+# deploy check refuses, so the test starts no `langgraph deploy` should it get through;
+# /internal/truncate comes last.
+TOKEN_ONLY_ROUTES = [
+    Attempt("a program's GET /deploy", "GET", "/deploy"),
+    Attempt("Studio's GET /deploy", "GET", "/deploy", STUDIO),
+    Attempt("POST /deploy", "POST", "/deploy", "http://[::1]:5173", JSON, "{}"),
+    Attempt("GET /deploy/<id>/stream", "GET", "/deploy/op-1/stream"),
+    Attempt("GET /internal/debug/thread", "GET", "/internal/debug/thread/{thread_id}"),
+    Attempt("a program's POST /internal/truncate", "POST", "/internal/truncate", body="{}"),
+]
+
+
 def rebinding_attacks(port: int) -> list[Attempt]:
     """A page at a name that resolves to 127.0.0.1 talks to the server as its own origin."""
     rebound = {"Host": f"evil.example:{port}"}
@@ -102,11 +116,14 @@ def test_pages_of_other_sites_and_other_host_names_are_refused_before_any_handle
         from_rebound_names = got_through(
             url, rebinding_attacks(port), (400, "FERRY_SERVER_HOSTS"), thread_id
         )
-        assert not from_pages + from_rebound_names, (
-            f"{len(from_pages)} of {len(PAGE_ATTACKS)} page attacks and "
-            f"{len(from_rebound_names)} DNS-rebinding attacks got through:\n"
-            + "\n".join(from_pages + from_rebound_names)
+        untokened = got_through(url, TOKEN_ONLY_ROUTES, (403, "FERRY_SERVER_TOKEN"), thread_id)
+        assert not from_pages + from_rebound_names + untokened, (
+            f"{len(from_pages)} of {len(PAGE_ATTACKS)} page attacks, "
+            f"{len(from_rebound_names)} DNS-rebinding attacks and {len(untokened)} requests "
+            "to token-only routes got through:\n"
+            + "\n".join(from_pages + from_rebound_names + untokened)
         )
+        assert httpx.get(f"{url}/threads/{thread_id}").status_code == 200  # nothing emptied it
 
         for origin in (EVIL, "null", "http://localhost.evil.example"):
             refused = preflight(url, "/threads/search", origin, private_network=True)

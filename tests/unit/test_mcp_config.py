@@ -17,7 +17,7 @@ from graph.log import redact
 from graph.settings import ConfigError, Settings
 from tests.support.scripted import ScriptedModel
 from tests.support.trust import trust_folder
-from tools.mcp import McpConfigError, config_path, mcp_tools, read_config
+from tools.mcp import McpConfigError, config_file, mcp_tools, read_config
 from tools.mcp.loader import tool_metadata
 
 
@@ -163,15 +163,17 @@ def test_build_graph_reports_a_bad_file_as_a_config_error(
 def test_the_file_is_found_where_the_settings_say(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert config_path() is None  # no mcp.json in the working directory: no MCP tools
+    assert config_file() is None  # no mcp.json in the working directory: no MCP tools
     assert mcp_tools() == []
     default = servers(tmp_path)
-    assert config_path() is None  # not trusted yet: ignored (tests/integration/test_folder_trust)
+    assert config_file() is None  # not trusted yet: ignored (tests/integration/test_folder_trust)
     trust_folder(tmp_path)
-    assert config_path() == default
+    found = config_file()
+    assert found is not None and found.path == default
+    assert found.content == default.read_bytes()
     monkeypatch.setenv("FERRY_MCP_CONFIG", str(tmp_path / "missing.json"))
     with pytest.raises(McpConfigError, match="FERRY_MCP_CONFIG: .*missing.json is not a file"):
-        config_path()
+        config_file()
     assert mcp_tools(default) == []  # an empty `mcpServers`
 
 

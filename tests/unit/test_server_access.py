@@ -186,7 +186,9 @@ def test_more_host_names_come_from_the_setting(monkeypatch: pytest.MonkeyPatch) 
     [
         ("POST", "/deploy"),
         ("GET", "/deploy"),
+        ("GET", "/deploy/op-1/stream"),
         ("POST", "/internal/truncate"),
+        ("GET", "/internal/debug/thread/t-1"),
         ("GET", "/metrics"),
         ("GET", "/info"),
         ("GET", "/docs"),
@@ -205,6 +207,46 @@ def test_with_a_token_every_route_needs_it(method: str, path: str) -> None:
     assert request(WITH_TOKEN, method, path, {"Authorization": f"Bearer {TOKEN}"}).reached
     twice = [("Authorization", f"Bearer {TOKEN}"), ("Authorization", "Bearer x")]
     assert request(WITH_TOKEN, method, path, twice).status == 401
+
+
+TOKEN_ONLY = ["/deploy", "/deploy/", "/deploy/x", "/deploy/op-1/stream", "/internal/truncate"]
+TOKEN_ONLY += ["/internal/debug/thread/t-1", "/internal/anything", "/internal"]
+
+
+@pytest.mark.parametrize("method", ["GET", "POST", "DELETE"])
+@pytest.mark.parametrize("path", TOKEN_ONLY)
+def test_without_a_token_set_deploy_and_internal_are_refused(method: str, path: str) -> None:
+    refused = request(ORIGINS, method, path)
+    assert not refused.reached and refused.status == 403
+    assert "set FERRY_SERVER_TOKEN" in refused.detail and "\n" not in refused.detail
+    assert request(ORIGINS, method, path, {"Authorization": "Bearer guessed"}).status == 403
+    # A page CORS allows (Studio, localhost) is refused too, and may read why.
+    studio = request(ORIGINS, method, path, {"Origin": STUDIO})
+    assert not studio.reached and studio.status == 403
+    assert studio.headers["access-control-allow-origin"] == STUDIO
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/threads", "/threads/search", "/assistants/search", "/info", "/docs", "/", "/ok"],
+)
+def test_without_a_token_set_the_other_routes_are_served(path: str) -> None:
+    assert request(ORIGINS, "POST", path).reached
+    assert request(ORIGINS, "GET", path, {"Origin": STUDIO}).reached
+
+
+@pytest.mark.parametrize("path", TOKEN_ONLY)
+def test_with_a_token_set_deploy_and_internal_are_served_with_it(path: str) -> None:
+    refused = request(WITH_TOKEN, "POST", path)
+    assert not refused.reached and refused.status == 401
+    assert request(WITH_TOKEN, "POST", path, {"Authorization": "Bearer guessed"}).status == 401
+    assert request(WITH_TOKEN, "POST", path, {"Authorization": f"Bearer {TOKEN}"}).reached
+
+
+def test_a_mount_prefix_does_not_move_deploy_out_of_reach() -> None:
+    mounted = request(ORIGINS, "POST", "/api/deploy", root_path="/api")
+    assert not mounted.reached and mounted.status == 403
+    assert request(ORIGINS, "POST", "/api/threads", root_path="/api").reached
 
 
 def test_with_a_token_the_health_check_and_allowed_preflights_need_none() -> None:
@@ -242,3 +284,15 @@ def test_the_servers_in_process_client_is_let_through() -> None:
     assert request(WITH_TOKEN, headers={"Host": "api"}, root_path="/noauth").reached
     assert request(WITH_TOKEN, headers={"Host": "api"}, root_path="/noauth/lgp").reached
     assert request(WITH_TOKEN, headers={"Host": "api"}, root_path="/noauthx").status == 400
+    assert request(ORIGINS, "POST", headers={"Host": "api"}, root_path="/noauth").reached
+
+
+@pytest.mark.parametrize("path", ["/deploy", "/deploy/x", "/internal/truncate"])
+def test_the_in_process_client_needs_the_token_for_deploy_and_internal(path: str) -> None:
+    # Nothing of Ferry's calls these in-process; a relative webhook URL would come this way.
+    in_process = {"headers": {"Host": "api"}, "root_path": "/noauth"}
+    unset = request(ORIGINS, "POST", path, **in_process)
+    assert not unset.reached and unset.status == 403
+    assert request(WITH_TOKEN, "POST", path, **in_process).status == 401
+    bearer = {"Host": "api", "Authorization": f"Bearer {TOKEN}"}
+    assert request(WITH_TOKEN, "POST", path, bearer, root_path="/noauth").reached

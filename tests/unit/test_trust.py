@@ -13,7 +13,7 @@ import pytest
 
 from graph.settings import get_settings, load_dotenv_file
 from tests.support.trust import trust_folder
-from tools.mcp import config_path
+from tools.mcp import config_file
 from tools.settings import ToolSettings, secret
 from tools.trust import store_path
 
@@ -84,7 +84,7 @@ def test_the_notice_is_one_line_once_however_often_settings_are_read(
         assert get_settings().max_iterations == 10
         ToolSettings.from_environment()
         secret("TAVILY_API_KEY")
-        assert config_path() is None
+        assert config_file() is None
 
     assert capsys.readouterr().err.splitlines() == [
         "ferry: ignored ./.env and ./mcp.json (not trusted; run 'ferry trust' to use them)"

@@ -10,13 +10,12 @@ of its tools; the others start at once, all together. Needs the extra `ferry-age
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tools.mcp.config import McpConfigError, config_path, read_config
+from tools.mcp.config import McpConfigError, config_file, read_config
 from tools.mcp.secrets import config_secrets
 
 if TYPE_CHECKING:
@@ -30,7 +29,7 @@ START_TIMEOUT_S = 30.0
 __all__ = [
     "McpConfigError",
     "close_sessions",
-    "config_path",
+    "config_file",
     "config_secrets",
     "mcp_servers",
     "mcp_tools",
@@ -92,7 +91,9 @@ def _load(
         from tools import TOOLS
 
         reserved = [t.name for t in TOOLS]
-    found = config_path(path)  # a folder's mcp.json only once trusted: before any cache use
+    # Read once, a folder's mcp.json only once trusted (before any cache use); every later
+    # step uses these bytes, never the file again.
+    found = config_file(path)
     if found is None:
         return [], []
     specs = read_config(found)
@@ -103,7 +104,7 @@ def _load(
     from tools.mcp.listing_cache import cached_listing
     from tools.mcp.loader import build_tools
 
-    prints = {spec.key: fingerprint(spec, found) for spec in specs}
+    prints = {spec.key: fingerprint(spec, found.path) for spec in specs}
     running = sys.modules.get("tools.mcp.sessions")  # imported once a server started
     servers: dict[str, McpServer] = {}
     for spec in specs:
@@ -119,9 +120,9 @@ def _load(
             from tools.mcp import sessions
         except ImportError as exc:
             raise McpConfigError(
-                f"{found}: MCP servers need the extra: pip install 'ferry-agent[mcp]' ({exc})"
+                f"{found.path}: MCP servers need the extra: pip install 'ferry-agent[mcp]' ({exc})"
             ) from exc
         for server in sessions.connect(unlisted, start_timeout_s, prints):  # all at once
             servers[server.spec.key] = McpServer.running(server, prints[server.spec.key])
-    config = f"{found.resolve()} {hashlib.sha256(found.read_bytes()).hexdigest()}"
+    config = f"{found.path.resolve()} {found.sha256}"
     return build_tools([servers[s.key] for s in specs], reserved, start_timeout_s, config)

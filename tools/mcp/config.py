@@ -26,7 +26,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from tools.mcp.secrets import remember_secrets
-from tools.trust import MCP_FILE, trusted_mcp_file
+from tools.trust import MCP_FILE, FolderFile, trusted_mcp_file
 
 DEFAULT_FILE = MCP_FILE
 """Read from the working directory when `FERRY_MCP_CONFIG` is not set, once the user trusted it."""
@@ -74,14 +74,15 @@ class ServerSpec:
         return json.dumps([self.name, self.connection], sort_keys=True, default=str)
 
 
-def config_path(given: Path | None = None) -> Path | None:
-    """The MCP servers file: `given`, else `FERRY_MCP_CONFIG`, else `./mcp.json` if trusted.
+def config_file(given: Path | None = None) -> FolderFile | None:
+    """The MCP servers file, read once: `given`, else `FERRY_MCP_CONFIG`, else a trusted `mcp.json`.
 
     A folder's own `mcp.json` runs commands: it is used only once the user trusted it (`ferry
-    trust`), like the folder's `.env`; until then it is named on stderr, once.
+    trust`), like the folder's `.env`; until then it is named on stderr, once. The bytes
+    returned are those whose hash was checked: parse them (`read_config`), never the path again.
 
     Raises:
-        McpConfigError: the file named does not exist.
+        McpConfigError: the file named does not exist or cannot be read.
     """
     named = given or (
         Path(os.environ["FERRY_MCP_CONFIG"]) if os.environ.get("FERRY_MCP_CONFIG") else None
@@ -90,19 +91,22 @@ def config_path(given: Path | None = None) -> Path | None:
         return trusted_mcp_file()
     if not named.is_file():
         raise McpConfigError(f"FERRY_MCP_CONFIG: {named} is not a file (the MCP servers file)")
-    return named
+    return _read(named)
 
 
-def read_config(path: Path) -> list[ServerSpec]:
+def read_config(file: FolderFile | Path) -> list[ServerSpec]:
     """The servers the file configures (those marked `"disabled": true` left out).
 
+    Args:
+        file: The file as read (`config_file`), whose bytes are parsed; or a path, read here.
+
     Raises:
-        McpConfigError: the file is not JSON in the `mcpServers` shape.
+        McpConfigError: the file cannot be read or is not JSON in the `mcpServers` shape.
     """
+    file = _read(file) if isinstance(file, Path) else file
+    path = file.path
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise McpConfigError(f"{path}: cannot read the MCP servers file ({exc.strerror})") from exc
+        data = json.loads(file.content.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise McpConfigError(f"{path}: not valid JSON ({exc})") from exc
     servers = data.get("mcpServers") if isinstance(data, dict) else None
@@ -116,6 +120,13 @@ def read_config(path: Path) -> list[ServerSpec]:
         if entry.get("disabled") is not True:
             specs.append(_server(where, path.parent, name, entry))
     return specs
+
+
+def _read(path: Path) -> FolderFile:
+    try:
+        return FolderFile.read(path)
+    except OSError as exc:
+        raise McpConfigError(f"{path}: cannot read the MCP servers file ({exc.strerror})") from exc
 
 
 def _server(where: str, folder: Path, name: str, entry: dict[str, Any]) -> ServerSpec:
