@@ -24,6 +24,12 @@ runs one turn per thread. What the workflow does is the loop's order and nothing
   calls replay from their writes, and a `retry_safe=False` call that had started is answered
   from its start record instead of running again.
 
+Every field of a turn's input is checked where it enters the worker (graph/temporal/admission.py):
+by the workflow as its run starts, and by each step against its worker's settings (time budget,
+models). A refusal fails the workflow at once with one line; anything else raised in workflow
+code would fail its task, which Temporal retries forever. Whoever may start workflows or send
+updates on the namespace may decide every thread's paused calls: protect it as the database.
+
 The thread stays where it is stored today (`FERRY_DB`, `FERRY_DATABASE_URL` across hosts),
 written by the graph's own checkpointer: `ferry history`, `ferry threads`, Python and Studio see
 a Temporal turn exactly as an in-process one, and a thread may go back and forth.

@@ -265,7 +265,9 @@ def _reason(exc: BaseException) -> str:
     while getattr(exc, "cause", None) is not None:
         exc = exc.cause  # type: ignore[attr-defined]  # Temporal's failures chain by `cause`
     kind = getattr(exc, "type", None) or type(exc).__name__
-    text = str(exc).splitlines()[0] if str(exc) else ""
+    # A Temporal failure's str() starts with its type already; its `message` does not.
+    message = str(getattr(exc, "message", None) or exc)
+    text = message.splitlines()[0] if message else ""
     return f"{kind}: {text}" if text else str(kind)
 
 

@@ -28,7 +28,10 @@ def workflow_id(thread_id: str) -> str:
 
 @dataclass
 class TurnInput:
-    """What starts a turn: a question, a person's decision, or nothing (resume the thread)."""
+    """What starts a turn: a question, a person's decision, or nothing (resume the thread).
+
+    A worker takes it only through graph/temporal/admission.py's checks.
+    """
 
     thread_id: str
     time_budget_s: float

@@ -12,10 +12,11 @@ import concurrent.futures
 import functools
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from pydantic_settings import BaseSettings, SettingsConfigDict
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.runtime import Runtime
@@ -23,12 +24,20 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from graph.cli.render import pending_approvals_of
-from graph.settings import Settings
+from graph.settings import ConfigError, Settings
+from graph.temporal.admission import (
+    MAX_TIME_BUDGET_S,
+    TurnRefused,
+    check_model_spec,
+    check_step,
+)
 from graph.temporal.shapes import AWAITING_ACTIVITY, STEP_ACTIVITY, StepInput, StepSummary
 from graph.temporal.steps import StepOutput, advance, step_config
 from graph.temporal.workflow import FerryTurn
 
 if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
     from graph.builder import FerryGraph
 
 BEAT_S = 2.0
@@ -40,14 +49,57 @@ WORKFLOW_RUNNER = SandboxedWorkflowRunner(
 """The workflow's sandbox takes Ferry's modules from the worker, not re-imported per run.
 
 The workflow module is imported from inside the `graph` package, whose parents import Ferry's
-settings and client; the workflow code itself uses only graph/temporal/shapes.py.
+settings and client; the workflow code itself uses only graph/temporal/shapes.py and the checks
+of graph/temporal/admission.py.
 """
 MAX_STEPS = 64
 """Steps one worker runs at once: the work is waiting on models and tools, not the CPU."""
+GRAPHS_CACHED = 8
+"""Graphs a worker keeps built for models other than its own; the least recently used goes."""
+
+
+class WorkerModels(BaseSettings):
+    """The models a worker runs besides its own `FERRY_MODEL`, read from the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="FERRY_", frozen=True, extra="ignore")
+
+    temporal_models: str = ""
+    """Comma-separated model specs a turn may name (`ferry ask --model`) besides FERRY_MODEL."""
+
+    def specs(self) -> tuple[str, ...]:
+        """The specs listed, each of a model spec's form.
+
+        Raises:
+            ConfigError: one is not.
+        """
+        specs = tuple(filter(None, (spec.strip() for spec in self.temporal_models.split(","))))
+        for spec in specs:
+            try:
+                check_model_spec(spec)
+            except TurnRefused as exc:
+                raise ConfigError(f"FERRY_TEMPORAL_MODELS: {exc.message}") from None
+        return specs
+
+
+def check_budget(settings: Settings) -> None:
+    """Refuse to serve with a time budget no turn may ask for (admission.MAX_TIME_BUDGET_S).
+
+    Raises:
+        ConfigError: FERRY_TIME_BUDGET_S is longer.
+    """
+    if settings.time_budget_s > MAX_TIME_BUDGET_S:
+        raise ConfigError(
+            f"FERRY_TIME_BUDGET_S: at most {MAX_TIME_BUDGET_S:g} s (7 days) for a Temporal "
+            f"worker; got {settings.time_budget_s:g}"
+        )
 
 
 class Steps:
-    """The step activity, on a graph per model spec (the worker's own, or a `--model`'s)."""
+    """The step activity, on a graph per model spec (the worker's own, or a `--model`'s).
+
+    A step names a model only among those the worker runs: its `FERRY_MODEL`, and `models`
+    (FERRY_TEMPORAL_MODELS), built by `graph_for_model`.
+    """
 
     def __init__(
         self,
@@ -55,11 +107,16 @@ class Steps:
         settings: Settings,
         graph_for_model: Callable[[str], FerryGraph] | None = None,
         max_steps: int = MAX_STEPS,
+        models: Collection[str] = (),
     ) -> None:
+        check_budget(settings)
+        if models and graph_for_model is None:
+            raise ValueError("other models need graph_for_model to build their graphs")
         self._graph, self._settings = graph, settings
         self.max_steps = max_steps
+        self.models = frozenset({settings.model, *models})
         self._graph_for_model = graph_for_model
-        self._graphs: dict[str, FerryGraph] = {}
+        self._graphs: dict[str, FerryGraph] = {}  # in order of use, the latest last
         self._lock = threading.Lock()
         self._threads = concurrent.futures.ThreadPoolExecutor(max_steps, "ferry-step")
 
@@ -68,9 +125,11 @@ class Steps:
         if not model or model == self._settings.model or self._graph_for_model is None:
             return self._graph
         with self._lock:
-            if model not in self._graphs:
-                self._graphs[model] = self._graph_for_model(model)
-            return self._graphs[model]
+            graph = self._graphs.pop(model, None)
+            self._graphs[model] = graph = graph or self._graph_for_model(model)
+            if len(self._graphs) > GRAPHS_CACHED:
+                del self._graphs[next(iter(self._graphs))]
+            return graph
 
     @activity.defn(name=STEP_ACTIVITY)
     async def step(self, step: StepInput) -> StepSummary:
@@ -78,7 +137,10 @@ class Steps:
 
         A watched reply rides on the heartbeats: a client reads the step's latest heartbeat
         (graph/temporal/client.py), so tokens reach it without going through the history.
+        A step asking for more time than this worker's budget, or for a model it does not run,
+        fails the turn at once (`TurnRefused`, not retried).
         """
+        check_step(step, self._settings.time_budget_s, self.models)
         cancelled = threading.Event()
         info = activity.info()
         output = StepOutput(f"{info.activity_id}.{info.attempt}")
@@ -145,12 +207,15 @@ async def serve_graph(
     settings: Settings,
     graph_for_model: Callable[[str], FerryGraph] | None = None,
     max_steps: int = MAX_STEPS,
+    models: Collection[str] = (),
 ) -> None:
     """Run a worker on `graph` until cancelled (tests and embedding programs pass their own).
 
     `max_steps`: the steps it runs at once; more wait in Temporal's queue for any worker.
+    `models`: the model specs a turn may name besides `settings.model`, built by
+    `graph_for_model`; a turn naming another is refused.
     """
-    steps = Steps(graph, settings, graph_for_model, max_steps)
+    steps = Steps(graph, settings, graph_for_model, max_steps, models)
     try:
         await make_worker(client, steps, settings.temporal_task_queue).run()
     finally:
@@ -169,21 +234,33 @@ async def serve(
     from graph.storage import open_saver
     from graph.temporal.client import connect
 
+    check_budget(settings)
     client = await connect(settings, runtime=runtime)
     model = make_model(settings.model)  # a missing key fails now, not at the first turn
+    others = {spec: _listed_model(spec) for spec in WorkerModels().specs()}
     with open_saver(settings) as saver:
 
         def graph_for_model(spec: str) -> FerryGraph:
             chosen = settings.model_copy(update={"model": spec})
-            return build_graph(model=make_model(spec), checkpointer=saver, settings=chosen)
+            return build_graph(model=others[spec], checkpointer=saver, settings=chosen)
 
         graph = build_graph(model=model, checkpointer=saver, settings=settings)
         _stop_on_sigterm()
         ready()
         try:
-            await serve_graph(client, graph, settings, graph_for_model)
+            await serve_graph(client, graph, settings, graph_for_model, models=list(others))
         except asyncio.CancelledError:  # SIGTERM: the worker has shut down
             return
+
+
+def _listed_model(spec: str) -> BaseChatModel:
+    """The model of a spec FERRY_TEMPORAL_MODELS lists; its missing key fails the worker now."""
+    from graph.models import make_model
+
+    try:
+        return make_model(spec)
+    except ConfigError as exc:
+        raise ConfigError(f"FERRY_TEMPORAL_MODELS lists {spec}: {exc}") from None
 
 
 def _stop_on_sigterm() -> None:

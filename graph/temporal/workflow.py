@@ -14,9 +14,10 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
-with workflow.unsafe.imports_passed_through():  # plain dataclasses: no need to re-import them
+with workflow.unsafe.imports_passed_through():  # plain checks and dataclasses: no I/O, no state
+    from graph.temporal.admission import TURN_REFUSED, TurnRefused, turn_input
     from graph.temporal.shapes import (
         AWAITING_ACTIVITY,
         DECIDE_UPDATE,
@@ -66,6 +67,12 @@ resume, or Python's, runs the thread in-process — ends the turn instead of lea
 """
 
 
+def _refused(exc: BaseException) -> bool:
+    """Whether the turn was refused: by the workflow, or by a step on its worker's settings."""
+    cause = exc.cause if isinstance(exc, ActivityError) else exc
+    return isinstance(cause, ApplicationError) and cause.type == TURN_REFUSED
+
+
 def _empty_usage() -> dict[str, int]:
     return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
 
@@ -86,8 +93,26 @@ class FerryTurn:
         self._tool_calls: list[dict[str, Any]] = []
 
     @workflow.run
-    async def run(self, turn: TurnInput) -> dict[str, Any]:
-        """Run the turn's steps until it stops; `ask --json`'s object."""
+    async def run(self, sent: Any = None) -> dict[str, Any]:
+        """Run the turn's steps until it stops; `ask --json`'s object.
+
+        `sent` is the `TurnInput` a client sent, decoded as plain JSON: a field of the wrong
+        type then fails the workflow in words (admission.py) instead of failing its task on
+        decoding, which Temporal would retry forever.
+        """
+        try:
+            return await self._run(turn_input(sent, workflow.info().workflow_id))
+        except (TurnRefused, ActivityError) as exc:
+            if not _refused(exc):
+                raise
+            # A watcher's `progress` waits for the turn to stop: it ends now, and the watcher
+            # reads the refusal from the failed workflow.
+            self._state = "done"
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            raise
+
+    async def _run(self, turn: TurnInput) -> dict[str, Any]:
+        """Run the steps of a turn whose input was taken."""
         deadline = workflow.now() + timedelta(seconds=turn.time_budget_s)
         step = StepInput(
             thread_id=turn.thread_id,

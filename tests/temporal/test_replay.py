@@ -9,12 +9,14 @@ workflow against the recorded events and fails on any command that differs.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
 
+from graph.temporal.shapes import workflow_id
 from tests.temporal.helpers import replayer
 from tests.temporal.test_turns import TurnWithAPause
 
@@ -22,7 +24,11 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
 
 def _history(path: Path) -> WorkflowHistory:
-    return WorkflowHistory.from_json(f"recorded-{path.stem}", json.loads(path.read_text()))
+    """The recorded history, under its workflow's id (a turn's thread must be its workflow's)."""
+    events = json.loads(path.read_text())
+    started = events["events"][0]["workflowExecutionStartedEventAttributes"]
+    turn = json.loads(base64.b64decode(started["input"]["payloads"][0]["data"]))
+    return WorkflowHistory.from_json(workflow_id(turn["thread_id"]), events)
 
 
 def test_every_kind_of_turn_has_a_recorded_history() -> None:
