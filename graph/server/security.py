@@ -28,7 +28,7 @@ from graph.server.access import (
     ServerAccess,
     bearer_token_matches,
 )
-from graph.server.commands import refuse_goto
+from graph.server.commands import refuse_unsafe_commands
 from graph.server.registry import lifespan
 from graph.settings import load_dotenv_file
 
@@ -85,7 +85,7 @@ def make_auth(token: str | None) -> Auth:
             )
         return {"identity": "token-holder"}
 
-    refuse_goto(server_auth)  # a run may not route itself to a tool (graph/server/commands.py)
+    refuse_unsafe_commands(server_auth)  # graph/server/commands.py
     return server_auth
 
 
