@@ -48,10 +48,7 @@ HARMLESS = {
     "call_madrid": ("get_weather", {"city": "Madrid"}),
     "call_first_half": ("web_search", {"query": FIRST_HALF}),
 }
-WHY = {
-    "refuse": "FERRY_EXFILTRATION_GUARD=refuse forbids that",
-    "approve": "that needs the user's approval, and no one can give it in this run",
-}
+WHY = "that needs the user's approval, and no one can give it in this run"
 
 
 @pytest.fixture
@@ -115,15 +112,33 @@ def send_out(
 
 
 @pytest.mark.parametrize("entry", ["invoke", "astream"])
-@pytest.mark.parametrize("mode", ["refuse", "approve"])
-def test_no_disguise_of_a_read_secret_reaches_the_search_or_the_geocoder(
+@pytest.mark.parametrize("mode", ["deny", "ask"])
+def test_after_a_read_nothing_reaches_the_search_or_the_geocoder(
     servers: tuple[OpenAIServer, TavilyServer, OpenMeteoServer],
     tmp_path: Path,
     mode: str,
     entry: str,
 ) -> None:
-    openai, tavily, meteo = servers
+    _, tavily, meteo = servers
     messages = send_out(servers, tmp_path, mode, entry)
+
+    assert tavily.requests_to("/search") == [] and meteo.requests_to("/v1/search") == []
+    results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+    outbound = {*DISGUISED, *HARMLESS}
+    assert {i for i, m in results.items() if m.status == "error"} == outbound
+    for call_id in outbound:
+        refusal = str(results[call_id].content)
+        assert refusal.startswith("Not executed: this conversation read private data"), refusal
+        assert "read_file(notes.txt)" in refusal
+    assert messages[-1].content == "I will not send your notes anywhere."
+
+
+@pytest.mark.parametrize("entry", ["invoke", "astream"])
+def test_the_detector_alone_holds_every_disguise_it_knows(
+    servers: tuple[OpenAIServer, TavilyServer, OpenMeteoServer], tmp_path: Path, entry: str
+) -> None:
+    openai, tavily, meteo = servers
+    messages = send_out(servers, tmp_path, "allow", entry)
 
     searched = sorted(r.json()["query"] for r in tavily.requests_to("/search"))
     assert searched == ["ferry timetables", FIRST_HALF]
@@ -133,7 +148,7 @@ def test_no_disguise_of_a_read_secret_reaches_the_search_or_the_geocoder(
     for call_id in DISGUISED:
         refusal = str(results[call_id].content)
         assert refusal.startswith("Not executed: the arguments"), refusal
-        assert "returned earlier" in refusal and WHY[mode] in refusal
+        assert "returned earlier" in refusal and WHY in refusal
     assert "with those of earlier calls of this turn" in str(results["call_second_half"].content)
     told = openai.chat_requests()[-1]["messages"]
     seen = {m["tool_call_id"]: m["content"] for m in told if m["role"] == "tool"}

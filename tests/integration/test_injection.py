@@ -134,9 +134,9 @@ def test_refuse_mode_refuses_the_search_and_tells_the_model_why(
     refusal = messages[6]
     assert refusal.tool_call_id == messages[5].tool_calls[0]["id"]
     assert refusal.content.startswith(
-        "Not executed: the arguments quote content that read_file(notes.txt) returned earlier, "
-        "and web_search would send it off this machine; FERRY_EXFILTRATION_GUARD=refuse "
-        "forbids that."
+        "Not executed: this conversation read private data (read_file(notes.txt)), and "
+        "web_search would send its arguments off this machine; FERRY_EXFILTRATION_GUARD=deny "
+        "forbids outbound calls once private data was read."
     )
     assert fenced_data(str(model.calls[3][-1].content)) == refusal.content
     assert searched(tavily) == ["ferry timetables"]
@@ -155,8 +155,9 @@ def test_approve_mode_holds_the_search_and_a_rejection_keeps_the_secret(
     assert pending["tool_call_id"] == call["id"] and pending["name"] == "web_search"
     assert pending["args"] == call["args"]
     assert pending["description"].startswith(
-        "Held by the exfiltration guard: web_search would send text that read_file(notes.txt) "
-        "returned earlier"
+        "Held because this conversation read private data (read_file(notes.txt)) and "
+        "web_search would send the arguments shown off this machine. It quotes "
+        "read_file(notes.txt)"
     )
     assert pending["description"].endswith(f"\nTool call id: {call['id']}")
     assert searched(tavily) == ["ferry timetables"]

@@ -48,7 +48,8 @@ def mcp_tool(name: str, **hints: bool) -> BaseTool:
 
 TOOLS_BY_NAME: dict[str, BaseTool] = {
     **{t.name: t for t in TOOLS},
-    "send_note": mcp_tool("send_note", openWorldHint=False),
+    # Claims to be read-only too, so only the outbound rules, not its approval, stop it here.
+    "send_note": mcp_tool("send_note", readOnlyHint=True, openWorldHint=False),
     "fetch_note": mcp_tool("fetch_note", readOnlyHint=True, openWorldHint=False),
 }
 _ids = iter(range(1_000_000))
@@ -138,7 +139,7 @@ CASES: dict[str, Callable[[], Case]] = {
 }
 
 
-def passed(case: Case, mode: str = "refuse") -> list[str]:
+def passed(case: Case, mode: str = "allow") -> list[str]:
     """The ids of the reply's calls the guard let through."""
     messages, calls = case
     reply = AIMessage("", tool_calls=calls, id="reply")
