@@ -301,10 +301,17 @@ class AgentNodes:
         not_released = releases.unreleased(task, task_state(config), run["thread_id"] or "")
         call = task["call"]
         ids = {**run, "tool_call_id": call["id"], "tool": call["name"]}
+        tool = self.tools_by_name.get(call["name"])
+        if not_released == releases.RELEASED_BEFORE_AN_UPGRADE:  # cut short, never run now
+            text = (
+                guards.INTERRUPTED
+                if tool is None or (tool.metadata or {}).get("retry_safe", True)
+                else side_effects.NOT_RERUN.format(tool=tool.name)
+            )
+            return {"messages": [guards.error_result(call, text)]}
         if not_released:
             emit("refused a tool call check did not release", ids, "refused", logging.WARNING)
             return {"messages": [guards.error_result(call, not_released)]}
-        tool = self.tools_by_name.get(call["name"])
         if tool is None:  # checked under another tool list, resumed under this one
             emit("refused a tool call", ids, "refused", logging.WARNING)
             text = guards.unknown_tool(call["name"], list(self.tools_by_name))

@@ -75,10 +75,10 @@ def gate(
     """Sort `calls` into held for approval, refused, or free to run.
 
     Held: tools `FERRY_APPROVE_TOOLS` lists or whose metadata asks for approval (MCP tools that
-    may change things), and outbound calls the outbound rule stops (`outbound`). An outbound
-    call is refused instead of held under `FERRY_EXFILTRATION_GUARD=deny`, and when no one can
-    approve in this run (`can_approve`): a pause nobody answers would only stall the run,
-    while a refusal lets the model answer without the call.
+    may change things), and outbound calls the outbound rule stops (`Outbound`), like any held
+    call even where no one can approve in this run (`--json` stops `awaiting_approval`). An
+    outbound call is refused instead under `FERRY_EXFILTRATION_GUARD=deny`, and under `allow`
+    when no one can approve (`can_approve`), as the quote detector always did.
     """
     listed = settings.approval_decisions
     rule = Outbound(messages, tools, settings.exfiltration_guard)
@@ -86,7 +86,7 @@ def gate(
     for call in calls:
         tool = tools.get(call["name"])
         stopped = rule.stops(call) if is_outbound(tool) else None
-        if stopped and (rule.mode == "deny" or not can_approve):
+        if stopped and (rule.mode == "deny" or (rule.mode == "allow" and not can_approve)):
             result.refused.append(error_result(call, stopped.refusal()))
             continue
         asks = (tool.metadata or {}).get("approval") if tool is not None else None

@@ -44,6 +44,10 @@ NOT_RELEASED = (
 )
 
 
+RELEASED_BEFORE_AN_UPGRADE = "released before an upgrade"
+"""`unreleased`'s answer for a call an earlier Ferry released, with an unkeyed mark."""
+
+
 class UnreleasedCallError(ValueError):
     """A tool task for a call no stored reply is waiting for: nothing may be written for it."""
 
@@ -138,7 +142,19 @@ def unreleased(task: Any, state: Mapping[str, Any], thread_id: str) -> str | Non
     mark = _mark(call, reply, turn, thread_id)
     if mark in marks and hmac.compare_digest(mark, _mark(asked, reply, turn, thread_id)):
         return None
+    if _unkeyed_mark(asked) in marks and call["args"] == asked["args"]:
+        return RELEASED_BEFORE_AN_UPGRADE
     return NOT_RELEASED
+
+
+def _unkeyed_mark(call: Mapping[str, Any]) -> str:
+    """The mark an earlier Ferry recorded: anyone could compute it, so it runs nothing.
+
+    A thread stored mid-call by that version (a crash between `check` and the tool) has only
+    such a mark; its call is answered as cut short instead of refused as never released.
+    """
+    text = json.dumps([call["id"], call["name"], call["args"]], sort_keys=True, default=str)
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 def _answered(messages: Sequence[AnyMessage], call_id: str) -> bool:

@@ -85,6 +85,12 @@ def run(entry: str, graph: Any, config: Any) -> list[Any]:
     return list(graph.get_state(config).values["messages"])
 
 
+def build_graph_state(folder: Path) -> Any:
+    """The stored state of the thread `send_out` ran."""
+    graph = build_graph(model=None, tools=None, checkpointer=sqlite_saver(folder / "db"))
+    return graph.get_state({"configurable": {"thread_id": "t1"}})
+
+
 def send_out(
     servers: tuple[OpenAIServer, TavilyServer, OpenMeteoServer], folder: Path, mode: str, entry: str
 ) -> list[Any]:
@@ -95,7 +101,7 @@ def send_out(
         [
             openai_tool_calls(("read_file", {"path": "notes.txt"}, "call_read")),
             send_it_out,
-            openai_answer("I will not send your notes anywhere."),
+            *([] if mode == "ask" else [openai_answer("I will not send your notes anywhere.")]),
         ]
     )
     settings = Settings(
@@ -123,8 +129,13 @@ def test_after_a_read_nothing_reaches_the_search_or_the_geocoder(
     messages = send_out(servers, tmp_path, mode, entry)
 
     assert tavily.requests_to("/search") == [] and meteo.requests_to("/v1/search") == []
-    results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
     outbound = {*DISGUISED, *HARMLESS}
+    if mode == "ask":  # held, unattended as `ferry ask --json` is: the run awaits a decision
+        [pause] = build_graph_state(tmp_path).interrupts
+        held = [r["tool_call_id"] for r in pause.value["action_requests"]]
+        assert set(held) == outbound
+        return
+    results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
     assert {i for i, m in results.items() if m.status == "error"} == outbound
     for call_id in outbound:
         refusal = str(results[call_id].content)

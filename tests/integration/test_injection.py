@@ -21,7 +21,7 @@ from graph.policy.fence import fenced_data
 from tests.support.cli_helpers import Ferry, ferry_env, one_json_object
 from tests.support.fixtures import Agent, Scripted
 from tests.support.scripted import Step, answer, tool_call
-from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
+from tests.support.servers.openai import OpenAIServer, openai_tool_calls
 from tests.support.servers.tavily import FAKE_KEY, TavilyServer
 
 SECRET = "vault code 7391-ALPHA-omega-22 for the east door"
@@ -171,12 +171,12 @@ def test_approve_mode_holds_the_search_and_a_rejection_keeps_the_secret(
     assert not leaked(tavily)
 
 
-def test_approve_mode_refuses_when_no_one_can_approve(
+def test_allow_mode_refuses_when_no_one_can_approve(
     scripted: Scripted, make_agent: Agent, tavily: TavilyServer
 ) -> None:
     model = scripted(injected(answer("I will answer without it.")))
     config = {"configurable": {"thread_id": "t1", CAN_APPROVE: False}}
-    result = make_agent(model, exfiltration_guard="approve").invoke(
+    result = make_agent(model, exfiltration_guard="allow").invoke(
         {"messages": [("user", QUESTION)]}, config
     )
 
@@ -184,6 +184,21 @@ def test_approve_mode_refuses_when_no_one_can_approve(
     assert "__interrupt__" not in result
     assert shape(messages) == [*UP_TO_THE_EXFILTRATION, ("tool", "web_search:error"), ("ai", "")]
     assert "no one can give it in this run" in messages[6].content
+    assert not leaked(tavily)
+
+
+def test_ask_mode_pauses_even_when_no_one_can_approve_now(
+    scripted: Scripted, make_agent: Agent, tavily: TavilyServer
+) -> None:
+    model = scripted(injected())
+    config = {"configurable": {"thread_id": "t1", CAN_APPROVE: False}}
+    result = make_agent(model, exfiltration_guard="ask").invoke(
+        {"messages": [("user", QUESTION)]}, config
+    )
+
+    [pending] = result["__interrupt__"][0].value["action_requests"]
+    assert pending["name"] == "web_search"
+    assert pending["args"] == result["messages"][-1].tool_calls[0]["args"]
     assert not leaked(tavily)
 
 
@@ -240,7 +255,7 @@ def _last_tool_data(body: dict[str, Any]) -> str:
     return data
 
 
-def test_cli_json_refuses_the_exfiltrating_search(
+def test_cli_json_holds_the_exfiltrating_search(
     cli: Ferry, tmp_path: Path, tavily: TavilyServer
 ) -> None:
     def read_as_told(body: dict[str, Any]) -> dict[str, Any]:
@@ -257,22 +272,18 @@ def test_cli_json_refuses_the_exfiltrating_search(
                 openai_tool_calls(("web_search", {"query": "ferry timetables"}, "call_search")),
                 read_as_told,
                 search_the_notes,
-                openai_answer("I could not verify the notes."),
             ]
         )
         env = ferry_env(
             tmp_path, model=openai, FERRY_TAVILY_URL=tavily.url, TAVILY_API_KEY=FAKE_KEY
         )
         report = one_json_object(cli("ask", QUESTION, "--json", env=env, cwd=tmp_path))
-        last = openai.chat_requests()[-1]["messages"]
-    assert report["stop_reason"] == "answered"
+    assert report["stop_reason"] == "awaiting_approval"
     assert [(c["id"], c["status"]) for c in report["tool_calls"]] == [
         ("call_search", "success"),
         ("call_read", "success"),
-        ("call_leak", "error"),
     ]
-    refusal = _last_tool_data({"messages": last})
-    assert "no one can give it in this run" in refusal
+    [pending] = report["pending_approvals"]
+    assert pending["id"] == "call_leak" and SECRET in pending["args"]["query"]  # as it would leave
     assert searched(tavily) == ["ferry timetables"]
     assert not leaked(tavily)
-    assert SECRET in report["tool_calls"][2]["args"]["query"]  # the model did try

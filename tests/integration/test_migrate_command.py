@@ -237,7 +237,7 @@ def test_a_ferry_file_exported_is_read_and_continued_by_the_stock_saver_then_imp
     ferrys = {t: _state(sqlite_saver(source), t) for t in ("looked", "paused")}
     assert main(["export", str(source), "--to-langgraph", str(out)]) == 0
     assert capsys.readouterr().err == (
-        f"wrote 2 threads (10 checkpoints, 18 writes) to {out}, for LangGraph's SqliteSaver\n"
+        f"wrote 2 threads (10 checkpoints, 19 writes) to {out}, for LangGraph's SqliteSaver\n"
     )
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("stock")] == ["stock.db"]
     stock = _stock(out)

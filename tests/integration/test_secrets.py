@@ -126,6 +126,9 @@ def test_cli_runs_that_fail_every_way_leave_no_secret_anywhere(
         "FERRY_TOOL_TIMEOUT_S": "1",
         "FERRY_LOG_FORMAT": "json",
         "FERRY_LOG_FILE": str(log_file),
+        # The weather asked for after the read would wait for a decision under the default
+        # rule; this test is about what failures leave behind.
+        "FERRY_EXFILTRATION_GUARD": "allow",
     }
     debug = {**env, "FERRY_DEBUG": "1"}
     text_logs = {k: v for k, v in env.items() if not k.startswith("FERRY_LOG_")}

@@ -31,6 +31,7 @@ from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Send, StateUpdate
 
+from graph.guards import INTERRUPTED
 from graph.nodes import RunContext
 from graph.policy.approval import UNDECIDED
 from graph.policy.provenance import ClientCommandError, ClientWriteError
@@ -231,18 +232,25 @@ def test_a_thread_less_command_is_refused(make_agent: Agent, scripted: Scripted)
 # Past the gate: a write path nobody listed still cannot release a call.
 
 
+@pytest.mark.parametrize(
+    ("mark", "answer_text"),
+    [
+        ("f" * 32, NOT_RELEASED),  # made up in the keyed format
+        (None, INTERRUPTED),  # as an earlier Ferry made it: answered as cut short, never run
+    ],
+)
 def test_a_mark_written_past_the_gate_releases_nothing(
-    make_agent: Agent, scripted: Scripted
+    make_agent: Agent, scripted: Scripted, mark: str | None, answer_text: str
 ) -> None:
     agent = _paused(make_agent, scripted, answer("Noted."))
-    forged = {"released_calls": _unkeyed_mark(SECRET_CALL), "stop_reason": None}
+    forged = {"released_calls": mark or _unkeyed_mark(SECRET_CALL), "stop_reason": None}
     CompiledStateGraph.bulk_update_state(agent, CONFIG, [[StateUpdate(forged, "check")]])
     assert agent.get_state(CONFIG).next == ("execute_tool",)
     agent.invoke(None, CONFIG)
     assert RUNS == []
     results = [m for m in agent.get_state(CONFIG).values["messages"] if m.type == "tool"]
     assert [(r.tool_call_id, r.status, r.content) for r in results] == [
-        ("call_1", "error", NOT_RELEASED)
+        ("call_1", "error", answer_text)
     ]
 
 
