@@ -197,6 +197,35 @@ def test_a_message_typed_during_an_approval_is_answered_and_the_made_up_result_d
     assert server.client.threads.get(thread_id)["status"] == "idle"
 
 
+def test_stop_during_a_call_then_a_message_stores_one_result_per_call(server: Server) -> None:
+    """Stop aborts the UI's stream while a call runs; the server run goes on and stores the
+    real result. The UI still shows the call open, so with the next message it sends its
+    made-up result for it: dropped, so the call keeps exactly one result."""
+    thread_id = server.client.threads.create()["thread_id"]
+    first = submit(server, thread_id, [human("What time is it in Tokyo?")])
+    assert [e for e, _ in first if e == "error"] == []
+    stored = server.client.threads.get_state(thread_id)["values"]["messages"]
+    call_id = stored[1]["tool_calls"][0]["id"]
+    assert [(m["type"], m.get("tool_call_id")) for m in stored[1:3]] == [
+        ("ai", None),
+        ("tool", call_id),
+    ]
+    shown = stored[:2]  # what the UI held when Stop cut its stream: the call, no result yet
+    made_up = made_up_results(shown)
+    assert [m["tool_call_id"] for m in made_up] == [call_id]
+
+    second = submit(server, thread_id, [*made_up, human(NEW_MESSAGE)])
+
+    assert [e for e, _ in second if e == "error"] == []
+    messages = server.client.threads.get_state(thread_id)["values"]["messages"]
+    results = [m for m in messages if m["type"] == "tool" and m["tool_call_id"] == call_id]
+    assert len(results) == 1 and results[0]["content"] != MADE_UP
+    assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai", "human", "ai"]
+    assert MADE_UP not in json.dumps(messages)
+    dropped = [line for line in wait_for_log(server, "client_result_dropped") if call_id in line]
+    assert len(dropped) == 1
+
+
 def test_a_thread_the_cli_paused_is_listed_as_interrupted_until_it_is_resumed(
     server: Server, cli: Ferry
 ) -> None:
