@@ -38,6 +38,7 @@ from graph.policy.exfiltration import (
 )
 from graph.policy.hitl import (
     DEFAULT_DECISIONS,
+    PREFIX,
     ApprovalDecisionError,
     Decision,
     DecisionType,
@@ -93,9 +94,12 @@ def gate(
         if stopped or asks or call["name"] in listed:
             result.held.append(call)
             result.allowed[call["id"] or ""] = listed.get(call["name"], DEFAULT_DECISIONS)
-            why = stopped.description() if stopped else str(asks) if asks else None
-            if why:
-                result.reasons[call["id"] or ""] = why
+            whys = [
+                *([stopped.description()] if stopped else []),
+                *([f"{PREFIX}: {call['name']} asks first, since {asks}."] if asks else []),
+            ]
+            if whys:
+                result.reasons[call["id"] or ""] = " ".join(whys)
     return result
 
 
