@@ -32,17 +32,22 @@ READ: dict[str, Any] = {"name": "read_file", "args": {"path": "notes.txt"}, "id"
 SEND = {"node": "execute_tool", "input": {"call": READ, "failures": 0}}
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[SyncLangGraphClient, str]]:
-    """`langgraph dev` and a thread whose approval-gated read the user rejected."""
+def _secret_folder(tmp_path: Path) -> dict[str, str]:
+    """A folder holding the secret, and the server's environment: `read_file` needs approval."""
     (tmp_path / "notes.txt").write_text(f"{SECRET}\n")
-    env = ferry_env(
+    return ferry_env(
         tmp_path,
         FERRY_MODEL="offline",
         FERRY_APPROVE_TOOLS="read_file",
         LANGGRAPH_CLI_NO_ANALYTICS="1",
         LANGGRAPH_NO_VERSION_CHECK="true",
     )
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[SyncLangGraphClient, str]]:
+    """`langgraph dev` and a thread whose approval-gated read the user rejected."""
+    env = _secret_folder(tmp_path)
     # logged with a traceback by the server
     refused = (
         "graph.policy.provenance.ClientCommandError",
@@ -192,14 +197,7 @@ def test_supersteps_on_thread_creation_are_refused(
 
 def test_mark_as_resolved_answers_the_held_call_not_run(tmp_path: Path) -> None:
     """agent-chat-ui's "Mark as Resolved": `command: {goto: "__end__"}` at an approval pause."""
-    (tmp_path / "notes.txt").write_text(f"{SECRET}\n")
-    env = ferry_env(
-        tmp_path,
-        FERRY_MODEL="offline",
-        FERRY_APPROVE_TOOLS="read_file",
-        LANGGRAPH_CLI_NO_ANALYTICS="1",
-        LANGGRAPH_NO_VERSION_CHECK="true",
-    )
+    env = _secret_folder(tmp_path)
     with langgraph_dev(tmp_path, env) as client:
         thread_id = client.threads.create()["thread_id"]
         question = {"messages": [{"role": "user", "content": "read notes.txt"}]}
