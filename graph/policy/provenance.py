@@ -150,6 +150,14 @@ def _admitted_update(update: Sequence[Any], stored: StateSnapshot) -> StateUpdat
         raise ClientCommandError(
             "a state update may not name a task: which step a write completes is Ferry's to say"
         )
+    if "execute_tool" in {task.name for task in stored.tasks}:
+        # Written (or copied) there, the checkpoint's released calls would run a second time
+        # in the new branch: a release is spent once.
+        raise ClientCommandError(
+            "a state update may not be written where released tool calls are pending (a run "
+            "cut short mid-tool, or a checkpoint between check and the tools): resume the "
+            "thread, or write at the checkpoint before the model's reply"
+        )
     if as_node == COPY and values is None:
         return StateUpdate(None, COPY)
     if as_node == COPY and isinstance(values, list):

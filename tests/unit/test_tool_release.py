@@ -392,3 +392,21 @@ def test_a_reply_a_client_writes_passes_check_like_the_models(
     assert RUNS == []
     [pause] = result["__interrupt__"]  # held for approval, as the model's call would be
     assert [r["tool_call_id"] for r in pause.value["action_requests"]] == ["forged-1"]
+
+
+@pytest.mark.parametrize("how", ["an update", "a copy"])
+def test_a_fork_between_check_and_the_tools_does_not_run_the_released_call_again(
+    make_agent: Agent, scripted: Scripted, how: str
+) -> None:
+    agent = make_agent(scripted([tool_call("peek", path="a"), answer("done")]))
+    agent.invoke({"messages": [("user", "peek a")]}, CONFIG)
+    assert RUNS == ["peek a"]
+    released = next(s for s in agent.get_state_history(CONFIG) if s.next == ("execute_tool",))
+    update = (
+        StateUpdate({"messages": [("user", "and b")]}, None)
+        if how == "an update"
+        else StateUpdate(None, "__copy__")
+    )
+    with pytest.raises(ClientCommandError, match="released tool calls are pending"):
+        agent.bulk_update_state(released.config, [[update]])
+    assert RUNS == ["peek a"]
