@@ -146,7 +146,12 @@ def cancel_mid_tool(chat: Chat, openmeteo: HeldForecastServer, *, presses: int =
     for _ in range(presses):
         chat.ctrl_c()
     chat.expect('→ get_weather(city="Bogotá", units="celsius")\n')
-    chat.expect("^C\n" + cancelled_line(chat.thread_id) + "\nyou> ")  # on its own line
+    chat.expect("^C\n" + cancelled_line(chat.thread_id) + "\n")  # on its own line
+    # Then the prompt; the terminal echoes a later press whenever it reads it, before the
+    # prompt or after it, and nothing else may come between.
+    between = chat.expect("you> ")
+    assert between.replace("^C", "").strip("\n") == "", chat.screen
+    assert between.count("^C") <= presses - 1, chat.screen
     assert not openmeteo.forecast_answered.is_set(), "the chat waited for the cancelled tool"
 
 
