@@ -45,7 +45,8 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
         args, kwargs = _prepared(args, kwargs)
         graph_input, config = _input_and_config(args, kwargs)
         stored = self.get_state(config) if self._stores(config) else None
-        admitted = admit_run(graph_input, stored, _ids(config, kwargs))
+        behind = _names_checkpoint(config, stored) and self._behind_head(config, stored)
+        admitted = admit_run(graph_input, stored, _ids(config, kwargs), behind_head=behind)
         if admitted.store_first:  # Ferry's own writes: stored past the gate
             super().bulk_update_state(config, [admitted.store_first])
         _log_resume(graph_input, config, kwargs)
@@ -57,7 +58,8 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
         args, kwargs = _prepared(args, kwargs)
         graph_input, config = _input_and_config(args, kwargs)
         stored = await self.aget_state(config) if self._stores(config) else None
-        admitted = admit_run(graph_input, stored, _ids(config, kwargs))
+        behind = _names_checkpoint(config, stored) and await self._abehind_head(config, stored)
+        admitted = admit_run(graph_input, stored, _ids(config, kwargs), behind_head=behind)
         if admitted.store_first:
             await super().abulk_update_state(config, [admitted.store_first])
         _log_resume(graph_input, config, kwargs)
@@ -80,10 +82,34 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
         admitted = admit_updates(supersteps, await self.aget_state(config))
         return await super().abulk_update_state(config, admitted)
 
+    def _behind_head(self, config: RunnableConfig, stored: Any) -> bool:
+        """Whether `stored` is a checkpoint the thread has gone on from."""
+        return _checkpoint_id(self.get_state(_head(config))) != _checkpoint_id(stored)
+
+    async def _abehind_head(self, config: RunnableConfig, stored: Any) -> bool:
+        return _checkpoint_id(await self.aget_state(_head(config))) != _checkpoint_id(stored)
+
     def _stores(self, config: RunnableConfig | None) -> bool:
         """Whether this run reads and writes a stored thread (a saver and a thread id)."""
         thread_id = (config or {}).get("configurable", {}).get("thread_id")
         return isinstance(self.checkpointer, BaseCheckpointSaver) and thread_id is not None
+
+
+def _names_checkpoint(config: RunnableConfig, stored: Any) -> bool:
+    """Whether a run starts from a checkpoint its config names (a replay), with tools next."""
+    named = (config or {}).get("configurable", {}).get("checkpoint_id")
+    return bool(named and stored and any(t.name == "execute_tool" for t in stored.tasks))
+
+
+def _head(config: RunnableConfig) -> RunnableConfig:
+    """`config` addressing its thread's latest checkpoint."""
+    configurable = {k: v for k, v in config["configurable"].items() if k != "checkpoint_id"}
+    return {**config, "configurable": configurable}
+
+
+def _checkpoint_id(state: Any) -> str | None:
+    checkpoint_id = (state.config or {}).get("configurable", {}).get("checkpoint_id")
+    return str(checkpoint_id) if checkpoint_id else None
 
 
 def _ids(config: RunnableConfig, kwargs: dict[str, Any]) -> dict[str, Any]:

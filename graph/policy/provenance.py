@@ -16,15 +16,20 @@ written, and those accept only:
 
 Everything else is refused with one line: a key Ferry keeps (`released_calls`, `stop_reason`,
 `tool_failures`, and any key added later), a `goto` anywhere else, a `Send`, a task id, a
-write path's shape nobody listed here. The tool node itself still trusts no route: it runs a
-call only with a release `check` made (graph/policy/releases.py).
+write path's shape nobody listed here, a run again from a checkpoint between check and the
+tools that the thread went on from (its releases were spent there). What is admitted is
+rebuilt from plain values read once (LangChain's own message types, JSON for a resume), so
+the client's objects never reach the graph. The tool node itself still trusts no route: it
+runs a call only with a release `check` made (graph/policy/releases.py).
 
 Tool results come from Ferry alone: a client's result for a call on the stored thread
 (pending, answered or cut short) claims an execution that never happened, or is a second
 result a provider rejects. Sent with new messages (agent-chat-ui sends "Successfully handled
 tool call." for a call it still sees open), it is dropped and logged and the run goes on with
 the messages; sent alone, it is refused, since nothing else would happen. Results for calls
-the same write brings (a history a client imports) are its own.
+the same write brings (a history a client imports) are its own, as long as their ids are new:
+a stored reply sent back (or copied under a new id) does not make its calls the client's, and
+a call id is used by one reply only.
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
     convert_to_messages,
+    message_chunk_to_message,
+    messages_from_dict,
+    messages_to_dict,
 )
 from langgraph.constants import END
 from langgraph.types import Command, StateSnapshot, StateUpdate
@@ -95,21 +103,44 @@ def command_shape_error(command: Command[Any]) -> str | None:
 
     Safe: a resume alone, an update alone, or a goto to the end alone.
     """
-    parts = [name for name in ("update", "goto", "resume") if _given(getattr(command, name))]
+    return _shape_error(*_fields(command))
+
+
+def _shape_error(update: Any, goto: Any, resume: Any) -> str | None:
+    given = {"update": update, "goto": goto, "resume": resume}
+    parts = [name for name, value in given.items() if _given(value)]
     if len(parts) > 1:
         return f"{GOTO_REFUSED}; one at a time, got {' and '.join(parts)}"
-    if parts == ["goto"] and _gotos(command.goto) != [END]:
+    if parts == ["goto"] and _gotos(goto) != [END]:
         return GOTO_REFUSED
     return None
 
 
-def admit_run(graph_input: Any, stored: StateSnapshot | None, ids: Mapping[str, Any]) -> Admitted:
+def _fields(command: Command[Any]) -> tuple[Any, Any, Any]:
+    """A command's update, goto and resume, each read once (a subclass may compute them)."""
+    if command.graph is not None:
+        raise ClientCommandError("a run's command may not address another graph")
+    return command.update, command.goto, command.resume
+
+
+def admit_run(
+    graph_input: Any,
+    stored: StateSnapshot | None,
+    ids: Mapping[str, Any],
+    *,
+    behind_head: bool = False,
+) -> Admitted:
     """Admit a run's input, or raise `ClientWriteError`; `stored` is None for a thread-less run.
 
     New messages first store what the steps that finished before a crash wrote; no input
-    completes an unfinished turn even when nothing is planned for it.
+    completes an unfinished turn even when nothing is planned for it. `behind_head`: the run
+    starts from a checkpoint the thread has gone on from (a replay).
+
+    What goes on is built here from plain values read once: the client's own objects (a
+    `Command` or mapping subclass that answers differently each time it is asked) never pass.
     """
     if graph_input is None:
+        _refuse_spent_replay(stored, behind_head)
         return Admitted(continuation(stored) if stored else None)
     if isinstance(graph_input, Mapping):
         given = _messages_only(graph_input, "a run's input")
@@ -120,14 +151,16 @@ def admit_run(graph_input: Any, stored: StateSnapshot | None, ids: Mapping[str, 
             f"a run's input is {{'messages': [...]}}, a Command or None, not "
             f"{type(graph_input).__name__}"
         )
-    problem = command_shape_error(graph_input)
+    update, goto, resume = _fields(graph_input)
+    problem = _shape_error(update, goto, resume)
     if problem:
         raise ClientCommandError(problem)
-    if _given(graph_input.resume):  # a value for a pause only: it writes nothing itself
-        return Admitted(graph_input)
-    if _given(graph_input.goto):
+    if _given(resume):  # a value for a pause only: it writes nothing itself
+        _refuse_spent_replay(stored, behind_head)
+        return Admitted(Command(resume=_plain(resume)))
+    if _given(goto):
         return Admitted(None, [_resolution(stored)])
-    given = _messages_only(_as_mapping(graph_input.update), "a command's update")
+    given = _messages_only(_as_mapping(update), "a command's update")
     _refuse_client_results(given, stored)
     return Admitted(Command(update={"messages": given}))
 
@@ -178,24 +211,29 @@ def _admitted_update(update: Sequence[Any], stored: StateSnapshot) -> StateUpdat
             "thread (paused or cut short): resume the thread instead"
         )
     if isinstance(values, Command):
-        problem = command_shape_error(values)
-        if problem or _given(values.goto) or _given(values.resume):
+        update, goto, resume = _fields(values)
+        if _given(goto) or _given(resume):
             raise ClientCommandError(
                 "a state update may carry a Command with an update only; resume or route a "
                 "thread with a run"
             )
-        values = _as_mapping(values.update)
+        values = _as_mapping(update)
     given = _messages_only(values, "a state update")
     _refuse_client_results(given, stored)
     return StateUpdate({"messages": given}, as_node)
 
 
 def _messages_only(values: Any, what: str) -> list[BaseMessage]:
-    """The messages `values` writes; refuses any other key, and what is not a message."""
+    """The messages `values` writes, rebuilt as LangChain's own message types.
+
+    Refuses any other key, and what is not a message. The mapping is read once and every
+    message rebuilt from its fields, so what the rest of the gate checks is what is stored.
+    """
     if not isinstance(values, Mapping):
         raise ClientCommandError(
             f"{what} writes {{'messages': [...]}}, not {type(values).__name__}"
         )
+    values = dict(values.items())
     others = sorted(set(values) - EDITABLE, key=str)
     if others:
         raise ClientCommandError(
@@ -206,11 +244,13 @@ def _messages_only(values: Any, what: str) -> list[BaseMessage]:
     if given is None:
         raise ClientWriteError(f"{what} has no messages: send {{'messages': [...]}}")
     try:
-        messages = convert_to_messages(given if isinstance(given, list) else [given])
-    except (ValueError, TypeError, NotImplementedError) as exc:
+        items = given if isinstance(given, list) else [given]
+        read = [message_chunk_to_message(m) for m in convert_to_messages(list(items))]
+        messages = messages_from_dict(messages_to_dict(read))
+    except (ValueError, TypeError, KeyError, NotImplementedError) as exc:
         raise ClientWriteError(f"{what}: its messages could not be read: {exc}") from None
     for message in messages:
-        if not isinstance(message, _MESSAGE_TYPES):
+        if type(message) not in _MESSAGE_TYPES:
             raise ClientWriteError(
                 f"{what}: a {message.type!r} message is not one a client may write "
                 "(user, assistant, system and tool messages are)"
@@ -246,16 +286,47 @@ def _issued_calls(stored: StateSnapshot | None) -> dict[str, str]:
 
 
 def _client_results(messages: list[BaseMessage], stored: StateSnapshot | None) -> set[str]:
-    """The ids of the calls on the stored thread that `messages` bring a result for."""
+    """The ids of the calls on the stored thread that `messages` bring a result for.
+
+    A reply the client sends again (its own id, or a copy under a new one) does not make its
+    calls the client's: they were issued on the thread, and Ferry answers them.
+    """
     results = [m.tool_call_id for m in messages if isinstance(m, ToolMessage)]
     if not results:
         return set()
-    brought = {c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
     issued = _issued_calls(stored)
-    return {call_id for call_id in results if call_id in issued and call_id not in brought}
+    return {call_id for call_id in results if call_id in issued}
+
+
+def _refuse_reused_calls(messages: list[BaseMessage], stored: StateSnapshot | None) -> None:
+    """Refuse a reply that reuses a call id: each id names one call, answered once.
+
+    A copy of a stored reply under a new id would give its calls a second block to be answered
+    in; the stored reply itself, sent again under its own id, replaces it (an edit).
+    """
+    by_reply = {
+        call["id"]: message.id
+        for message in (stored.values.get("messages") if stored else None) or []
+        if isinstance(message, AIMessage)
+        for call in message.tool_calls
+    }
+    seen: set[Any] = set()
+    for message in messages:
+        if not isinstance(message, AIMessage):
+            continue
+        for call in message.tool_calls:
+            call_id = call["id"]
+            reused = call_id in by_reply and by_reply[call_id] != message.id
+            if call_id in seen or reused:
+                raise ClientWriteError(
+                    f"tool call id {call_id} is used by another reply on this thread already; "
+                    "each call needs an id of its own"
+                )
+            seen.add(call_id)
 
 
 def _refuse_client_results(messages: list[BaseMessage], stored: StateSnapshot | None) -> None:
+    _refuse_reused_calls(messages, stored)
     made_up = _client_results(messages, stored)
     if made_up:
         raise ClientToolResultError(_why_refused(sorted(made_up)[0], stored))
@@ -265,6 +336,7 @@ def _without_client_results(
     messages: list[BaseMessage], stored: StateSnapshot | None, ids: Mapping[str, Any]
 ) -> list[BaseMessage]:
     """`messages` without the results they make up; refused if nothing else is left."""
+    _refuse_reused_calls(messages, stored)
     made_up = _client_results(messages, stored)
     if not made_up:
         return messages
@@ -338,8 +410,47 @@ def _resolution(stored: StateSnapshot | None) -> StateUpdate:
 
 
 def _given(value: Any) -> bool:
-    """Whether a `Command` field was given (LangGraph's default for each is empty)."""
-    return value is not None and value != () and value != [] and value != {}
+    """Whether a `Command` field was given (LangGraph's default for each is empty).
+
+    Only an exact empty tuple, list or dict is empty: a subclass could compare equal to one
+    and still carry a write.
+    """
+    return value is not None and not (type(value) in (tuple, list, dict) and not value)
+
+
+def _plain(value: Any) -> Any:
+    """`value` rebuilt from JSON's types alone, so what was checked is what goes on."""
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if isinstance(value, Mapping):
+        return {str.__str__(_key(k)): _plain(v) for k, v in list(value.items())}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, str):
+        return str.__str__(value)
+    raise ClientWriteError(
+        f"a resume value is JSON (objects, arrays, strings, numbers), not {type(value).__name__}"
+    )
+
+
+def _key(key: Any) -> str:
+    if not isinstance(key, str):
+        raise ClientWriteError(f"a resume value's keys are strings, not {type(key).__name__}")
+    return key
+
+
+def _refuse_spent_replay(stored: StateSnapshot | None, behind_head: bool) -> None:
+    """Refuse to run again from a checkpoint whose released calls the thread went on from.
+
+    A release is spent once: past such a checkpoint the calls ran (or were answered), so a
+    replay from it would run them a second time.
+    """
+    if behind_head and stored is not None and "execute_tool" in {t.name for t in stored.tasks}:
+        raise ClientCommandError(
+            "a run may not start again from a checkpoint between check and the tools that "
+            "the thread has gone on from: its released calls ran there already; fork from "
+            "the checkpoint before the model's reply, or resume the thread's latest checkpoint"
+        )
 
 
 def _gotos(goto: Any) -> list[Any]:

@@ -82,21 +82,51 @@ def _assert_intact(agent: Any) -> None:
     assert all(n == 1 for n in results.values())
 
 
-def _run(agent: Any, graph_input: Any, door: str) -> None:
+def _run(agent: Any, graph_input: Any, door: str, config: Any = CONFIG) -> None:
     """Run `graph_input` through one of the four Python entry points, to the end."""
     if door == "invoke":
-        agent.invoke(graph_input, CONFIG)
+        agent.invoke(graph_input, config)
     elif door == "stream":
-        list(agent.stream(graph_input, CONFIG))
+        list(agent.stream(graph_input, config))
     elif door == "ainvoke":
-        asyncio.run(agent.ainvoke(graph_input, CONFIG))
+        asyncio.run(agent.ainvoke(graph_input, config))
     else:
 
         async def drain() -> None:
-            async for _ in agent.astream(graph_input, CONFIG):
+            async for _ in agent.astream(graph_input, config):
                 pass
 
         asyncio.run(drain())
+
+
+class LooksEmpty(dict):  # type: ignore[type-arg]
+    """A mapping that compares equal to `{}` while it carries a write."""
+
+    def __eq__(self, other: object) -> bool:
+        return other == {} or dict.__eq__(self, other)  # type: ignore[arg-type]
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Shifty(Command):  # type: ignore[type-arg]
+    """A command whose update is empty when first asked and a write of Ferry's own keys after."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "update":
+            asked = object.__getattribute__(self, "asked")
+            object.__setattr__(self, "asked", asked + 1)
+            forged = {"tool_failures": {"delete_file": 7}, "stop_reason": "forged"}
+            return {} if asked == 0 else forged
+        return object.__getattribute__(self, name)
+
+
+def _shifty() -> Command[Any]:
+    command = Shifty(resume={"decisions": [{"type": "reject"}]})
+    object.__setattr__(command, "asked", 0)
+    return command
 
 
 DOORS = ["invoke", "stream", "ainvoke", "astream"]
@@ -125,6 +155,14 @@ RUN_FORGERIES: dict[str, Callable[[], Any]] = {
     },
     "input with a key LangGraph adds later": lambda: {"messages": [("user", "hi")], "next": 1},
     "input that is not a mapping": lambda: [("user", "hi")],
+    "resume beside an update that looks empty": lambda: Command(
+        resume={"decisions": [{"type": "approve"}]},
+        update=LooksEmpty(stop_reason="answered"),
+    ),
+    "resume beside a goto that looks empty": lambda: Command(
+        resume={"decisions": [{"type": "approve"}]}, goto=LooksEmpty(x=SEND)
+    ),
+    "a command for the parent graph": lambda: Command(graph=Command.PARENT, goto="__end__"),
 }
 
 
@@ -313,7 +351,9 @@ def test_free_calls_run_and_their_keyed_marks_are_spent(
     assert len(mark) == 32 and mark != _unkeyed_mark(
         agent.get_state(CONFIG).values["messages"][1].tool_calls[0]
     )
-    assert agent.get_state(CONFIG).values["released_calls"] == ""
+    values = agent.get_state(CONFIG).values
+    assert values.get("tool_failures", {}).get("delete_file") != 7
+    assert values.get("stop_reason") != "forged"
 
 
 def test_the_same_call_on_another_thread_has_another_mark(
@@ -410,3 +450,40 @@ def test_a_fork_between_check_and_the_tools_does_not_run_the_released_call_again
     with pytest.raises(ClientCommandError, match="released tool calls are pending"):
         agent.bulk_update_state(released.config, [[update]])
     assert RUNS == ["peek a"]
+
+
+def test_a_replay_between_check_and_the_tools_does_not_run_the_released_call_again(
+    make_agent: Agent, scripted: Scripted
+) -> None:
+    agent = make_agent(scripted([tool_call("peek", path="a"), answer("done"), answer("again")]))
+    agent.invoke({"messages": [("user", "peek a")]}, CONFIG)
+    head = agent.get_state(CONFIG).values
+    released = next(s for s in agent.get_state_history(CONFIG) if s.next == ("execute_tool",))
+    for door in DOORS:
+        with pytest.raises(ClientCommandError, match="released calls ran there already"):
+            _run(agent, None, door, released.config)
+    assert RUNS == ["peek a"]
+    assert agent.get_state(CONFIG).values == head
+    # New messages from there are a fork like any other: the model is asked again.
+    agent.invoke({"messages": [("user", "never mind")]}, released.config)
+    assert RUNS == ["peek a"]
+    assert agent.get_state(CONFIG).values["messages"][-1].content == "again"
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_a_command_is_read_once_and_only_what_was_checked_goes_on(
+    make_agent: Agent, scripted: Scripted, door: str
+) -> None:
+    """Its update looks empty the first time it is asked and writes Ferry's keys after."""
+    agent = _paused(make_agent, scripted, answer("I did not delete it."))
+    _run(agent, _shifty(), door)
+    assert RUNS == []
+    messages = agent.get_state(CONFIG).values["messages"]
+    assert [(m.type, getattr(m, "status", None)) for m in messages[1:]] == [
+        ("ai", None),
+        ("tool", "error"),
+        ("ai", None),
+    ]
+    values = agent.get_state(CONFIG).values
+    assert values.get("tool_failures", {}).get("delete_file") != 7
+    assert values.get("stop_reason") != "forged"
