@@ -11,6 +11,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
+from bench.gate import GATE
 from bench.measure import db_bytes, median_seconds, raw_bytes
 from bench.model import CLOCK
 from bench.systems import Peer, load
@@ -28,6 +29,7 @@ class Turn:
     tool_s: float
     inside_cpu_s: float  # CPU time inside the model and the tools
     model_calls: int
+    gate_cpu_s: float = 0.0  # CPU time in Ferry's gate and keyed releases (bench.gate)
 
     @property
     def framework_s(self) -> float:
@@ -56,13 +58,23 @@ class Growth:
     def run_to(self, last: int, sample_at: set[int]) -> None:
         for turn in range(self.done + 1, last + 1):
             model0, tool0, inside0, calls0 = CLOCK.snapshot()
+            gate0 = GATE.snapshot()
             started, cpu = time.perf_counter(), time.process_time()
             final = self.system.invoke(question(turn), self.thread_id)
             wall, cpu = time.perf_counter() - started, time.process_time() - cpu
             model1, tool1, inside1, calls1 = CLOCK.snapshot()
+            gate = GATE.snapshot() - gate0
             self.elapsed_s += wall
             self.turns.append(
-                Turn(wall, cpu, model1 - model0, tool1 - tool0, inside1 - inside0, calls1 - calls0)
+                Turn(
+                    wall,
+                    cpu,
+                    model1 - model0,
+                    tool1 - tool0,
+                    inside1 - inside0,
+                    calls1 - calls0,
+                    gate,
+                )
             )
             if not (isinstance(final, AIMessage) and not final.tool_calls):
                 raise RuntimeError(f"{self.system.name}: turn {turn} did not end in an answer")
@@ -126,6 +138,13 @@ class Growth:
         if mean:
             return 1000 * sum(spent(t) for t in turns) / sum(t.model_calls for t in turns)
         return 1000 * statistics.median(spent(t) / t.model_calls for t in turns)
+
+    def gate_ms_per_call(self, first: int, last: int) -> float | None:
+        """CPU ms per model call in Ferry's gate and keyed releases over turns `first`..`last`."""
+        turns = self.window(first, last)
+        if turns is None:
+            return None
+        return 1000 * sum(t.gate_cpu_s for t in turns) / sum(t.model_calls for t in turns)
 
     def wall_ms_per_turn(self, first: int, last: int) -> float | None:
         turns = self.turns[first - 1 : last]

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.gate import GATE
 from bench.growth import Growth
 from bench.measure import table_bytes
 from bench.model import BenchModel
@@ -58,6 +59,7 @@ def grow(
 
 def growth_phase(args: argparse.Namespace, names: list[str], workdir: Path) -> dict[str, Any]:
     model = BenchModel()
+    GATE.install()
     for name in names:  # imports and library caches warm, so turn 1 is not a process's first
         warm = build(name, storage_path(workdir, "warmup", name), model, [fetch_blob])
         setup(warm)
@@ -143,6 +145,10 @@ def figures(
         "framework_ms_per_call": {k: run.framework_ms_per_call(a, b) for k, (a, b) in per_window},
         "framework_cpu_ms_per_call": {
             k: run.framework_ms_per_call(a, b, cpu=True) for k, (a, b) in per_window
+        },
+        "gate_cpu_ms_per_call": {  # only Ferry's graph has the gate
+            k: run.gate_ms_per_call(a, b) if any(t.gate_cpu_s for t in run.turns) else None
+            for k, (a, b) in per_window
         },
         "framework_ms_per_call_mean": {
             k: run.framework_ms_per_call(a, b, mean=True) for k, (a, b) in per_window

@@ -87,6 +87,9 @@ def _rows(results: dict[str, Any]) -> list[tuple[str, list[Any], str] | str]:
             (f"CPU ms/call, turns {w}", each("growth", "framework_cpu_ms_per_call", w), "ms")
         )
         rows.append((f"wall ms/call, turns {w}", each("growth", "framework_ms_per_call", w), "ms"))
+    for w in (win[0], win[-1]):
+        gate = each("growth", "gate_cpu_ms_per_call", w)
+        rows.append((f"  of which Ferry's gate + keyed releases, turns {w}", gate, "ms"))
     for key, label in (("framework_cpu_ms_per_call", "CPU"), ("framework_ms_per_call", "wall")):
         growth = [
             div(get(systems[n], "growth", key, win[-1]), get(systems[n], "growth", key, win[0]))

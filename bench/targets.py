@@ -87,6 +87,13 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         None,
         "×",
     )
+    for w in (win[0], win[-1]):
+        add(
+            f"gate + keyed releases, CPU ms/call turns {w} ≤ 0.3",
+            get(ferry, "growth", "gate_cpu_ms_per_call", w),
+            0.3,
+            "ms",
+        )
     cold = get(ferry, "growth", "cold_process", "load_ms")
     turns = get(ferry, "growth", "cold_process", "turns")
     add(f"cold read, new process, {turns} turns, SQLite ≤ 150 ms", cold, 150.0, "ms")

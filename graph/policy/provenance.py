@@ -304,6 +304,9 @@ def _refuse_reused_calls(messages: list[BaseMessage], stored: StateSnapshot | No
     A copy of a stored reply under a new id would give its calls a second block to be answered
     in; the stored reply itself, sent again under its own id, replaces it (an edit).
     """
+    replies = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
+    if not replies:
+        return
     by_reply = {
         call["id"]: message.id
         for message in (stored.values.get("messages") if stored else None) or []
@@ -311,9 +314,7 @@ def _refuse_reused_calls(messages: list[BaseMessage], stored: StateSnapshot | No
         for call in message.tool_calls
     }
     seen: set[Any] = set()
-    for message in messages:
-        if not isinstance(message, AIMessage):
-            continue
+    for message in replies:
         for call in message.tool_calls:
             call_id = call["id"]
             reused = call_id in by_reply and by_reply[call_id] != message.id
