@@ -40,6 +40,7 @@ def classify(exc: BaseException) -> tuple[int, str, str]:
     from graph.storage import DatabaseError
     from graph.storage.codec.allowlist import StoredValueError
     from graph.threads.lease import ThreadBusy
+    from graph.threads.travel import TravelError
 
     message = redact(str(exc))
     if isinstance(exc, UsageError):
@@ -50,7 +51,7 @@ def classify(exc: BaseException) -> tuple[int, str, str]:
         return 1, "config_error", message
     if isinstance(exc, ThreadBusy):
         return 1, "thread_busy", message
-    if isinstance(exc, UserError | StoredValueError):
+    if isinstance(exc, UserError | StoredValueError | TravelError):
         return 1, "user_error", message
     server = _model_server_error(exc)
     if server is not None:

@@ -14,12 +14,20 @@ from graph.cli.conversion import add_conversion_commands
 from graph.cli.errors import did_you_mean
 from graph.cli.info import cmd_info, cmd_tools
 from graph.cli.temporal import add_temporal_commands
-from graph.cli.threads import cmd_delete, cmd_history, cmd_prune, cmd_threads
+from graph.cli.threads import (
+    cmd_delete,
+    cmd_fork,
+    cmd_history,
+    cmd_prune,
+    cmd_threads,
+    cmd_undo,
+)
 from graph.cli.tool_call import add_tool_call_command
 from graph.cli.trust import add_trust_commands
 
 COMMANDS = (
-    *("ask", "chat", "resume", "history", "threads", "delete", "prune", "info", "tools"),
+    *("ask", "chat", "resume", "history", "threads", "fork", "undo", "delete", "prune"),
+    *("info", "tools"),
     *("trust", "untrust", "migrate", "export"),
     *("worker", "cancel"),
 )
@@ -111,7 +119,18 @@ def build_parser() -> argparse.ArgumentParser:
     chat = command("chat", cmd_chat, "Ask questions interactively on one thread.")
     resume = command("resume", cmd_resume, "Continue an interrupted or crashed run.")
     history = command("history", cmd_history, "Show a thread's stored messages.")
+    history.add_argument(
+        "--checkpoints",
+        action="store_true",
+        help="list the thread's checkpoints (id, time, what happened) instead of its messages",
+    )
     threads = command("threads", cmd_threads, "List stored threads.")
+    fork = command(
+        "fork", cmd_fork, "Start a new thread from a thread as it was at one of its checkpoints."
+    )
+    fork.add_argument("--at", required=True, metavar="CHECKPOINT", help="checkpoint id (or prefix)")
+    fork.add_argument("--to", metavar="NEW", help="the new thread's id (default: a new one)")
+    undo = command("undo", cmd_undo, "Take back a thread's last turn (its tools' effects stay).")
     delete = command("delete", cmd_delete, "Delete a thread and compact the database.")
     delete.add_argument("--thread", required=True, help="the thread id")
     prune = command("prune", cmd_prune, "Drop old checkpoints or old threads, then compact.")
@@ -132,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
             action="store_true",
             help="continue the most recently updated thread",
         )
-    for p in (resume, history):
+    for p in (resume, history, fork, undo):
         p.add_argument("--thread", required=True, help="the thread id")
     decide = resume.add_mutually_exclusive_group()
     decide.add_argument("--approve", action="store_true", help="approve every pending call")
@@ -142,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--wait", action="store_true", help="wait for another run on the thread to end"
         )
-    for p in (ask, resume, history, threads, delete, prune, info, tools):
+    for p in (ask, resume, history, threads, fork, undo, delete, prune, info, tools):
         p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     add_trust_commands(sub)
     add_conversion_commands(sub)

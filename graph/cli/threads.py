@@ -1,4 +1,4 @@
-"""The `ferry` commands about stored threads: history, threads, delete and prune."""
+"""The `ferry` commands about stored threads: history, threads, fork, undo, delete and prune."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ def cmd_history(args: argparse.Namespace) -> int:
     """Show every stored message of a thread (escaped for the terminal unless `--json`)."""
     from graph.storage.threads.reading import message_record
 
+    if args.checkpoints:
+        return _checkpoints(args)
     with open_graph(args, need_model=False) as graph:
         state = existing_state(graph, args.thread)
         records = [message_record(m) for m in state.values.get("messages", [])]
@@ -43,6 +45,59 @@ def cmd_history(args: argparse.Namespace) -> int:
         for call in record.get("tool_calls", []):
             call_args = json.dumps(call["args"], ensure_ascii=False)
             sys.stdout.write(printable(f"{label}: → {call['name']}({call_args})") + "\n")
+    return 0
+
+
+def _checkpoints(args: argparse.Namespace) -> int:
+    """`history --checkpoints`: the thread's checkpoints from its start to its head."""
+    from graph.threads.travel import checkpoints
+
+    with open_graph(args, need_model=False) as graph:
+        listed = checkpoints(graph, args.thread)
+    if args.json:
+        print_json({"thread_id": args.thread, "checkpoints": [c.as_json() for c in listed]})
+        return 0
+    for c in listed:
+        line = f"{c.checkpoint_id}  {c.created_at or '-'}  step {c.step:>3}  {c.happened}"
+        sys.stdout.write(printable(line) + "\n")
+    return 0
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    """Start a new thread from a thread as it was at one of its checkpoints."""
+    from graph.threads.travel import fork
+
+    with open_graph(args, need_model=False) as graph:
+        new = fork(graph, args.thread, args.at, args.to)
+        paused = graph.get_state(thread_config(new)).next == ("check",)
+    if args.json:
+        print_json({"thread_id": new, "forked_from": args.thread, "checkpoint_id": args.at})
+        return 0
+    sys.stdout.write(new + "\n")
+    go_on = f"ferry resume --thread {new}" if paused else f"ferry chat --thread {new}"
+    sys.stderr.write(
+        f"forked thread {args.thread} at {args.at} into {new} (the original is untouched); "
+        f"go on with `{go_on}`\n"
+    )
+    return 0
+
+
+def cmd_undo(args: argparse.Namespace) -> int:
+    """Take back a thread's last turn; what its tools did is not undone."""
+    from graph.threads.travel import undo
+
+    with open_graph(args, need_model=False) as graph:
+        old_head, question = undo(graph, args.thread)
+    if args.json:
+        print_json({"thread_id": args.thread, "undone": question, "old_head": old_head})
+        return 0
+    sys.stderr.write(
+        printable(
+            f"undid the last turn of {args.thread} ({question!r}); what its tools did is not "
+            f"undone. It stays reachable: ferry fork --thread {args.thread} --at {old_head}"
+        )
+        + "\n"
+    )
     return 0
 
 

@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
-from contextlib import aclosing, asynccontextmanager, contextmanager
+from contextlib import AbstractContextManager, aclosing, asynccontextmanager, contextmanager
 from typing import Any, TypeVar, cast
 from weakref import WeakKeyDictionary
 
@@ -213,6 +213,15 @@ def _run_config(
 
 def _settings_of(graph: CompiledStateGraph[Any, Any, Any, Any]) -> Settings:
     return _SETTINGS.get(graph.builder) or get_settings()
+
+
+def holding(
+    graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig
+) -> AbstractContextManager[None]:
+    """Hold the thread's lease, as a run of `graph` would, for a write outside a run."""
+    return thread_lease(
+        graph.checkpointer, _run_config(graph, (None, config), {}), _settings_of(graph)
+    )
 
 
 Stream = TypeVar("Stream", bound=Callable[..., Iterator[Any]])

@@ -364,3 +364,49 @@ def test_studio_shows_the_schemas_and_decides_approvals_in_langchains_format(
     )
     rejection = [m for m in history["messages"] if m["role"] == "tool"][0]
     assert rejection["status"] == "error" and "not now" in rejection["content"]
+
+
+# --- time travel: Studio's fork, the CLI's undo and fork, on one thread ------------------------
+
+
+def test_studios_fork_and_the_clis_undo_and_fork_see_one_thread(
+    cli: Ferry, tmp_path: Path, env: dict[str, str]
+) -> None:
+    with langgraph_dev(tmp_path, env) as client:
+        thread_id = client.threads.create()["thread_id"]
+        assert ask_server(client, thread_id, "What is 2 + 3?") == "`2 + 3` = 5"
+        assert ask_server(client, thread_id, "What is 7 * 6?") == "`7 * 6` = 42"
+        checkpoints = one_json_object(
+            cli("history", "--thread", thread_id, "--checkpoints", "--json", env=env, cwd=tmp_path)
+        )["checkpoints"]
+        first_end = [c for c in checkpoints if c["happened"] == "turn ended (answered)"][0]
+
+        # Studio's fork: an edit at an older checkpoint, then a run from the new one.
+        edited = client.threads.update_state(
+            thread_id,
+            {"messages": [{"role": "user", "content": "What is 9 - 4?"}]},
+            checkpoint_id=first_end["checkpoint_id"],
+        )
+        client.runs.wait(
+            thread_id, "agent", input=None, checkpoint_id=edited["checkpoint"]["checkpoint_id"]
+        )
+        assert [m["content"] for m in server_messages(client, thread_id)][-4:] == [
+            "What is 9 - 4?", "", "5", "`9 - 4` = 5",
+        ]  # fmt: skip
+
+        # The CLI takes that turn back; the server reads the thread as the CLI left it.
+        succeeded(cli("undo", "--thread", thread_id, env=env, cwd=tmp_path))
+        assert [m["content"] for m in server_messages(client, thread_id)][-1] == "`2 + 3` = 5"
+        assert ask_server(client, thread_id, "What is 1 + 1?") == "`1 + 1` = 2"
+
+        # A fork of the original second turn, by the id `history --checkpoints` listed.
+        forked = succeeded(
+            cli(
+                "fork", "--thread", thread_id, "--at", checkpoints[-1]["checkpoint_id"],
+                "--to", "kept", env=env, cwd=tmp_path,
+            )
+        )  # fmt: skip
+        assert forked.stdout == "kept\n"
+        kept = history("kept", env=env, cwd=tmp_path, run=cli)
+        assert [m["content"] for m in kept][-1] == "`7 * 6` = 42"
+    assert_every_call_answered_in_place(history(thread_id, env=env, cwd=tmp_path, run=cli))
