@@ -22,20 +22,21 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
+from langgraph.constants import TAG_NOSTREAM
 from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 
-from graph import guards
+from graph import compaction, guards
 from graph.execution import node_output, results_of, run_call, tool_node
 from graph.models import images, make_model
 from graph.models.calls import ModelTimeout, ReplyCutShort, cut_short, invoke_within
 from graph.policy import approval, releases
-from graph.prompt import for_model
+from graph.prompt import bounded
 from graph.routing import ToolTask
 from graph.run import CAN_APPROVE, RunContext, emit, run_ids, seconds_left
 from graph.settings import ConfigError, Settings
-from graph.state import FerryState, StopReason, merge_messages
+from graph.state import FerryState, StopReason, Summary, merge_messages
 from graph.storage.internals import task_state
 from graph.threads import side_effects
 from tools.settings import ToolSettings, with_tool_settings
@@ -124,7 +125,7 @@ class AgentNodes:
             return self._stop(guards.turn_counters(messages), update, repairs, "time_budget", ids)
         history = merge_messages(messages, repairs) if repairs else messages
         prompt = images.as_sent(
-            for_model(history, self.settings.context_tokens), self.image_delivery
+            self._prompt(history, state, update, runtime, ids), self.image_delivery
         )
         reply = self._complete_reply(prompt, config, runtime, ids)
         if reply is None:
@@ -132,6 +133,77 @@ class AgentNodes:
         reply.id = reply.id or str(uuid.uuid4())
         update["messages"] = [*repairs, reply]
         return update
+
+    @cached_property
+    def summary_model(self) -> BaseChatModel:
+        """The model that writes summaries: `FERRY_SUMMARY_MODEL`, or the thread's own."""
+        if self.settings.summary_model:
+            return make_model(self.settings.summary_model)
+        return self.model or make_model(self.settings.model)
+
+    def _prompt(
+        self,
+        history: list[AnyMessage],
+        state: FerryState,
+        update: dict[str, Any],
+        runtime: Runtime[RunContext],
+        ids: dict[str, Any],
+    ) -> list[BaseMessage]:
+        """The prompt: the history bounded, with the summary of what it leaves out.
+
+        A compaction writes the summary into `update`, to be stored with the reply.
+        """
+        tokens = self.settings.context_tokens
+        if self.settings.compaction == "drop":
+            return bounded(history, tokens, 0).messages
+        prompt = bounded(history, tokens, compaction.allowance(tokens))
+        if prompt.left_out is None:
+            return prompt.messages
+        stored = state.get("summary")
+        if compaction.is_current(stored, prompt.left_out):
+            assert stored is not None
+            return prompt.with_note(compaction.note(stored))
+        written = self._summarise(stored, history, prompt.left_out, runtime, ids)
+        if written is None:
+            return prompt.messages
+        update["summary"] = written
+        return prompt.with_note(compaction.note(written))
+
+    def _summarise(
+        self,
+        previous: Summary | None,
+        history: list[AnyMessage],
+        left_out: tuple[int, int],
+        runtime: Runtime[RunContext],
+        ids: dict[str, Any],
+    ) -> Summary | None:
+        """The summary extended to the messages left out; None if it could not be written."""
+        tokens = self.settings.context_tokens
+        asked, first = compaction.request(previous, history, left_out, tokens)
+        seconds = seconds_left(self.settings, runtime)
+        started = time.monotonic()
+        try:
+            # Not streamed: its tokens are not the answer's.
+            config: RunnableConfig = {"tags": [TAG_NOSTREAM], "run_name": "ferry_summary"}
+            reply = invoke_within(self.summary_model, asked, config, seconds)
+        except Exception as exc:  # noqa: BLE001 - the turn goes on with the note instead
+            emit(
+                "summary not written: the model is told turns were left out",
+                ids,
+                "compaction_failed",
+                logging.WARNING,
+                error=type(exc).__name__,
+            )
+            return None
+        emit(
+            "compaction: turns left out of the prompt summarised",
+            ids,
+            "compaction",
+            duration_ms=round((time.monotonic() - started) * 1000),
+            summarised_from=first,
+            summarised_through=left_out[1],
+        )
+        return compaction.summary(reply.text, previous, first, left_out, tokens)
 
     def _complete_reply(
         self,

@@ -1,8 +1,9 @@
 """What the model is sent: the stored history, bounded (the stored history stays whole).
 
 A prompt is the system prompt, the thread's first user message, then as many of the latest
-turns as fit in `FERRY_CONTEXT_TOKENS`; when turns had to be left out, a note between the two
-says so. Turns are left out whole, oldest first, so a tool call is never sent without its
+turns as fit in `FERRY_CONTEXT_TOKENS`; when turns had to be left out, what stands between the
+two is a note saying so, or the summary of them (graph/compaction.py), within the tokens kept
+for it (`reserve`). Turns are left out whole, oldest first, so a tool call is never sent without its
 results, and the latest turn is always sent whole. Once the prompt is over the limit, turns are
 dropped until it is down to three quarters of it: the prompt then grows by appending for a
 while, so providers' prompt caches hold between drops.
@@ -84,6 +85,7 @@ class _Prompt:
     """
 
     budget: int
+    reserve: int
     source: list[AnyMessage] = field(default_factory=list)
     sent: list[BaseMessage | None] = field(default_factory=list)
     cumulative: array[int] = field(default_factory=lambda: array("q", [0]))
@@ -113,7 +115,7 @@ class _Prompt:
     def _total(self) -> int:
         head = self.cumulative[self.head_end or len(self.source)]
         kept = self.cumulative[-1] - self.cumulative[self._kept_from()]
-        return _FIXED_TOKENS + head + kept + (_NOTE_TOKENS if self.dropped else 0)
+        return _FIXED_TOKENS + head + kept + (self.reserve if self.dropped else 0)
 
     def _drop_to(self, target: int) -> None:
         """Leave out the oldest turns (never the latest) until the prompt fits `target`."""
@@ -123,17 +125,31 @@ class _Prompt:
         for i in range(start, self._kept_from()):
             self.sent[i] = None  # never sent again: only the token counts are still needed
 
-    def messages(self) -> list[BaseMessage]:
-        """The prompt for the history taken in so far."""
+    def bounded(self) -> Bounded:
+        """The prompt for the history taken in so far, and which messages it leaves out."""
         head = self.sent[: self.head_end or len(self.source)]
         kept = self.sent[self._kept_from() :]
         note = [_NOTE] if self.dropped else []
-        return [
+        messages = [
             _SYSTEM,
             *[m for m in head if m is not None],
             *note,
             *[m for m in kept if m is not None],
         ]
+        left_out = (self.head_end or 0, self._kept_from()) if self.dropped else None
+        return Bounded(messages, left_out)
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """A prompt, and the history's messages it leaves out (`start`, `end` excluded), if any."""
+
+    messages: list[BaseMessage]
+    left_out: tuple[int, int] | None
+
+    def with_note(self, note: BaseMessage) -> list[BaseMessage]:
+        """The prompt with `note` (a summary) in place of the note that turns were left out."""
+        return [note if m is _NOTE else m for m in self.messages]
 
 
 class PromptCache:
@@ -145,13 +161,18 @@ class PromptCache:
         self._kept: OrderedDict[tuple[int, Any], _Prompt] = OrderedDict()
         self._lock = threading.Lock()
 
-    def prompt(self, messages: Sequence[AnyMessage], context_tokens: int) -> list[BaseMessage]:
-        """The prompt for `messages`, reusing the one built for a prefix of them if kept."""
+    def prompt(
+        self, messages: Sequence[AnyMessage], context_tokens: int, reserve: int = _NOTE_TOKENS
+    ) -> Bounded:
+        """The prompt for `messages`, reusing the one built for a prefix of them if kept.
+
+        `reserve`: the tokens kept for the note (or summary) once turns are left out.
+        """
         history = messages if isinstance(messages, list) else list(messages)
-        built = self._take(history, context_tokens) or _Prompt(context_tokens)
+        built = self._take(history, context_tokens, reserve) or _Prompt(context_tokens, reserve)
         for message in history[len(built.source) :]:
             built.add(message)
-        prompt = built.messages()
+        prompt = built.bounded()
         if built.source:
             with self._lock:
                 self._kept[_key(built.source, len(built.source))] = built
@@ -159,7 +180,7 @@ class PromptCache:
                     self._kept.popitem(last=False)
         return prompt
 
-    def _take(self, history: list[AnyMessage], budget: int) -> _Prompt | None:
+    def _take(self, history: list[AnyMessage], budget: int, reserve: int) -> _Prompt | None:
         """Remove and return the kept prompt of the longest prefix of `history`, if any.
 
         The prefix must hold the very messages taken in, or equal ones (a turn's messages as
@@ -170,7 +191,7 @@ class PromptCache:
             for end in range(len(history), max(0, len(history) - _LOOKBACK), -1):
                 key = _key(history, end)
                 built = self._kept.get(key)
-                if built is None or built.budget != budget:
+                if built is None or (built.budget, built.reserve) != (budget, reserve):
                     continue
                 prefix = history[:end]
                 if prefix == built.source:
@@ -192,4 +213,9 @@ _PROMPTS = PromptCache()
 
 def for_model(messages: Sequence[AnyMessage], context_tokens: int) -> list[BaseMessage]:
     """The prompt: system prompt, first user message, the latest turns that fit; results fenced."""
-    return _PROMPTS.prompt(messages, context_tokens)
+    return _PROMPTS.prompt(messages, context_tokens).messages
+
+
+def bounded(messages: Sequence[AnyMessage], context_tokens: int, reserve: int) -> Bounded:
+    """`for_model`'s prompt, keeping `reserve` tokens for a summary, and what it leaves out."""
+    return _PROMPTS.prompt(messages, context_tokens, max(reserve, _NOTE_TOKENS))

@@ -61,6 +61,11 @@ class Settings(BaseSettings):
     """Tool calls running at once."""
     context_tokens: int = Field(default=100_000, ge=1_000)
     """Approximate tokens sent to the model; the oldest whole turns are left out beyond it."""
+    compaction: Literal["summary", "drop"] = "summary"
+    """What the model is told of the turns left out: a summary of them, extended at each
+    compaction and stored in the thread (`summary`), or only that they were left out (`drop`)."""
+    summary_model: str = ""
+    """Model spec that writes the summaries (default: the thread's own model)."""
     breaker_threshold: int = Field(default=3, ge=1)
     """Consecutive failures that disable a tool for the rest of a thread."""
     lease_timeout_s: float = Field(default=30.0, gt=0)

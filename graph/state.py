@@ -274,6 +274,18 @@ def count_failures(current: dict[str, int], outcomes: dict[str, bool]) -> dict[s
     return counts
 
 
+class Summary(TypedDict):
+    """What the model is told of the turns left out of its prompt (graph/compaction.py)."""
+
+    text: str
+    start: int
+    """The first message summarised (just past the thread's first user message)."""
+    through: int
+    """The messages `start` to `through` (excluded) are summarised."""
+    compactions: list[int]
+    """`through` of every compaction so far, oldest first: where `ferry history` marks them."""
+
+
 class FerryState(TypedDict, total=False):
     """The checkpointed state of one thread."""
 
@@ -290,6 +302,8 @@ class FerryState(TypedDict, total=False):
     """Why the last turn ended; None while it runs."""
     tool_failures: Annotated[dict[str, int], count_failures]
     """Consecutive failures per tool on this thread, for the circuit breaker."""
+    summary: Summary | None
+    """What the model is told of the turns left out of its prompt (graph/compaction.py)."""
     released_calls: str
     """Marks of the calls `check` last let run, space-separated, keyed and spent at the next
     model call; `execute_tool` runs no other (graph.policy.releases)."""

@@ -33,10 +33,21 @@ def cmd_history(args: argparse.Namespace) -> int:
     with open_graph(args, need_model=False) as graph:
         state = existing_state(graph, args.thread)
         records = [message_record(m) for m in state.values.get("messages", [])]
+    summary = state.values.get("summary")
+    compacted = set(summary["compactions"]) if summary else set()
     if args.json:
-        print_json({"thread_id": args.thread, "messages": records})
+        report: dict[str, object] = {"thread_id": args.thread, "messages": records}
+        if summary:  # where the model was sent a summary of the messages before, and which
+            report["compactions"] = [{"before_message": n} for n in summary["compactions"]]
+            report["summary"] = summary["text"]
+        print_json(report)
         return 0
-    for record in records:
+    for index, record in enumerate(records):
+        if index in compacted:
+            sys.stdout.write(
+                "~ compaction: the model is sent a summary of the turns above "
+                "(after the first message) ~\n"
+            )
         label = record["role"] + (
             f" ({record['status']})" if record.get("status") == "error" else ""
         )

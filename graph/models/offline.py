@@ -26,6 +26,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from graph.compaction import SUMMARY_PROMPT, offline_summary
 from graph.models.planner import Intent, first_number, parse_intents
 from graph.policy.fence import unfenced
 
@@ -34,6 +35,7 @@ HELP = (
     '("what is 150 * 3"), "weather in <city>", the date or time (optionally "in <zone>"), '
     '"read <file>" and "search <query>". Set OPENAI_API_KEY or FERRY_MODEL to use a real model.'
 )
+SUMMARY_MARK = SUMMARY_PROMPT.split("]", 1)[0]
 _LABELS = {
     "get_weather": "Weather",
     "get_datetime": "Date and time",
@@ -107,7 +109,9 @@ class OfflineModel(BaseChatModel):
         return self.model_copy(update={"tool_names": tuple(names)})
 
     def reply(self, messages: Sequence[BaseMessage]) -> AIMessage:
-        """Plan the next step of the conversation."""
+        """Plan the next step of the conversation, or write a summary when asked for one."""
+        if messages and messages[0].text.startswith(SUMMARY_MARK):
+            return AIMessage(offline_summary(messages))
         messages = [unfenced(m) for m in messages]  # it reads results as data, never as orders
         start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
         if start < 0:

@@ -104,7 +104,11 @@ def fork(
         as_node = "call_model" if snapshot.next == ("check",) else "check"
         if snapshot.next == ("call_model",):
             as_node = "execute_tool"
-        copied = {"messages": values["messages"], "stop_reason": values.get("stop_reason")}
+        copied = {
+            "messages": values["messages"],
+            "stop_reason": values.get("stop_reason"),
+            "summary": values.get("summary"),  # the compaction reused, not recomputed
+        }
         CompiledStateGraph.bulk_update_state(graph, config, [[StateUpdate(copied, as_node)]])
     return target
 

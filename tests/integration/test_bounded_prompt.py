@@ -1,4 +1,5 @@
-"""Both providers accept the bounded prompt: old turns left out whole, with the note saying so.
+"""Both providers accept the bounded prompt: old turns left out whole, with the note saying so
+(`FERRY_COMPACTION=drop`) or a summary of them (`summary`, written here by the offline model).
 
 Each emulator answers HTTP 400 to what its real API rejects (a result without its call, a call
 without its result), so a prompt that split a call from its result would fail here.
@@ -56,14 +57,22 @@ def make(provider: Provider, emulator: ScriptedServer, db: Path, **settings: Any
     )
 
 
+@pytest.mark.parametrize("compaction", ["drop", "summary"])
 def test_old_turns_are_left_out_whole_and_the_provider_accepts_the_prompt(
-    provider: Provider, emulator: ScriptedServer, tmp_path: Path
+    provider: Provider, emulator: ScriptedServer, tmp_path: Path, compaction: str
 ) -> None:
     steps: list[Any] = []
     for i in range(TURNS):
         steps += [provider.tool_calls(("fetch_page", {"n": i})), provider.answer(f"page {i} read")]
     emulator.script(steps)
-    graph = make(provider, emulator, tmp_path / "db", context_tokens=2_000)
+    graph = make(
+        provider,
+        emulator,
+        tmp_path / "db",
+        context_tokens=2_000,
+        compaction=compaction,
+        summary_model="offline",
+    )
     for i in range(TURNS):
         ask(graph, f"question {i}")
     emulator.assert_complete()
@@ -71,10 +80,13 @@ def test_old_turns_are_left_out_whole_and_the_provider_accepts_the_prompt(
     stored = graph.get_state({"configurable": {"thread_id": "t1"}}).values["messages"]
     assert len(stored) == 4 * TURNS  # the stored history stays whole
     last = provider.transcript(provider.requests(emulator)[-1])
-    assert [(item.kind, item.text) for item in last[:2]] == [
-        ("user", "question 0"),
-        ("user", OMITTED),
-    ]
+    assert [item.kind for item in last[:2]] == ["user", "user"]
+    assert last[0].text == "question 0"
+    if compaction == "drop":
+        assert last[1].text == OMITTED
+    else:
+        assert last[1].text.startswith("[Ferry: earlier turns of this conversation are left out")
+        assert "- the user said: question 1\n- the user said: question 2" in last[1].text
     assert [item.kind for item in last[2:]][-3:] == ["user", "tool_use", "tool_result"]
     assert last[-3].text == f"question {TURNS - 1}"  # the latest turn, whole
     assert len(last) < 4 * TURNS // 2

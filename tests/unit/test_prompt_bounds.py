@@ -132,8 +132,8 @@ def test_an_incremental_prompt_equals_one_built_from_scratch() -> None:
         history: list[AnyMessage] = []
         for n in range(1, 60):
             for sent_to in grow(history, random_turn(n, rng)):
-                prompt = cache.prompt(sent_to, budget)
-                assert prompt == PromptCache().prompt(sent_to, budget)
+                prompt = cache.prompt(sent_to, budget).messages
+                assert prompt == PromptCache().prompt(sent_to, budget).messages
                 assert_well_formed(prompt, sent_to)
 
 
