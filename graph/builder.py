@@ -16,6 +16,7 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
 from langgraph.types import Command, StateUpdate
 
 from graph.nodes import AgentNodes, RunContext
@@ -173,9 +174,16 @@ def _compile(
     model: BaseChatModel | None,
     tools: list[BaseTool] | None,
     checkpointer: BaseCheckpointSaver[Any] | None,
+    store: BaseStore | None,
+    *,
+    memory: bool,
 ) -> FerryGraph:
     if tools is None:
         tools = default_tools(settings)
+        if memory:  # the tools that need a store, where there is one
+            from tools.memory import recall, remember
+
+            tools = [*tools, remember, recall]
     unknown = sorted(settings.approval_required - {t.name for t in tools})
     if unknown:  # a typo would silently remove the approval step
         raise ConfigError(
@@ -197,7 +205,7 @@ def _compile(
     builder.add_edge("call_model", "check")
     builder.add_conditional_edges("check", route_after_check, ["execute_tool", "call_model", END])
     builder.add_edge("execute_tool", "call_model")
-    compiled = builder.compile(checkpointer=checkpointer, name="ferry")
+    compiled = builder.compile(checkpointer=checkpointer, store=store, name="ferry")
     compiled.__class__ = FerryGraph  # adds only the methods above; no new state
     remember_settings(compiled, settings)
     return compiled  # type: ignore[return-value]  # the class was just swapped
@@ -220,6 +228,7 @@ def build_graph(
     tools: list[BaseTool] | None = None,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     settings: Settings | None = None,
+    store: BaseStore | None = None,
 ) -> FerryGraph:
     """Build Ferry's compiled graph.
 
@@ -230,23 +239,28 @@ def build_graph(
         checkpointer: Where threads are stored, used as given; by default Postgres at
             `FERRY_DATABASE_URL` when it is set, else SQLite at `FERRY_DB`.
         settings: Ferry's settings; by default read from the environment and `.env`.
+        store: The long-term memory store (`remember` and `recall`, offered with the default
+            tools when there is one); by default LangGraph's store in the same database as
+            the default checkpointer, and none beside a checkpointer passed in.
     """
     settings = settings or get_settings()
     if checkpointer is None:
         from graph.storage import default_saver
+        from graph.storage.stores import default_store
 
         checkpointer = default_saver(settings)
+        store = store or default_store(settings)
     else:  # the caller's, used as given (a stock SQLite saver's cost logged once)
         from graph.storage.sqlite.stock import as_given
 
         checkpointer = as_given(checkpointer)
-    return _compile(settings, model, tools, checkpointer)
+    return _compile(settings, model, tools, checkpointer, store, memory=store is not None)
 
 
 @functools.cache
 def served_graph() -> FerryGraph:
-    """The graph for `langgraph.json`: no checkpointer, the server supplies persistence."""
-    return _compile(get_settings(), None, None, None)
+    """The graph for `langgraph.json`: the server supplies the checkpointer and the store."""
+    return _compile(get_settings(), None, None, None, None, memory=True)
 
 
 def __getattr__(name: str) -> FerryGraph:

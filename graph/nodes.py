@@ -39,6 +39,7 @@ from graph.settings import ConfigError, Settings
 from graph.state import FerryState, StopReason, Summary, merge_messages
 from graph.storage.internals import task_state
 from graph.threads import side_effects
+from tools import memory
 from tools.settings import ToolSettings, with_tool_settings
 
 log = logging.getLogger("ferry.loop")
@@ -124,15 +125,53 @@ class AgentNodes:
         if seconds_left(self.settings, runtime) <= 0:
             return self._stop(guards.turn_counters(messages), update, repairs, "time_budget", ids)
         history = merge_messages(messages, repairs) if repairs else messages
-        prompt = images.as_sent(
-            self._prompt(history, state, update, runtime, ids), self.image_delivery
+        prompt = self._with_memories(
+            self._prompt(history, state, update, runtime, ids), history, config, runtime
         )
+        prompt = images.as_sent(prompt, self.image_delivery)
         reply = self._complete_reply(prompt, config, runtime, ids)
         if reply is None:
             return self._stop(guards.turn_counters(messages), update, repairs, "time_budget", ids)
         reply.id = reply.id or str(uuid.uuid4())
         update["messages"] = [*repairs, reply]
         return update
+
+    def _memories(
+        self, messages: Sequence[AnyMessage], config: RunnableConfig, runtime: Runtime[RunContext]
+    ) -> list[memory.Memory]:
+        """The user's memories offered to the model this turn.
+
+        Those sharing words with its question, within an allowance (a twentieth of the prompt,
+        2000 characters at most).
+        """
+        if runtime.store is None or "remember" not in self.tools_by_name:
+            return []
+        asked = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
+        if asked is None:
+            return []
+        allowance = min(2_000, self.settings.context_tokens // 5)
+        user = memory.user_of(with_tool_settings(config, self.tool_settings))
+        return memory.relevant(runtime.store, user, asked.text, allowance)
+
+    def _with_memories(
+        self,
+        prompt: list[BaseMessage],
+        history: Sequence[AnyMessage],
+        config: RunnableConfig,
+        runtime: Runtime[RunContext],
+    ) -> list[BaseMessage]:
+        """The prompt with the memories offered just before the turn's question.
+
+        There, the prefix before the question stays the same from call to call (providers'
+        prompt caches hold); the memories are private data, so the outbound rule treats the
+        turn as having read them (`check` finds the same ones).
+        """
+        offered = self._memories(history, config, runtime)
+        if not offered:
+            return prompt
+        at = max(i for i, m in enumerate(prompt) if isinstance(m, HumanMessage))
+        note = HumanMessage(memory.as_note(offered), id="ferry-memories")
+        return [*prompt[:at], note, *prompt[at:]]
 
     @cached_property
     def summary_model(self) -> BaseChatModel:
@@ -318,7 +357,8 @@ class AgentNodes:
         )
         for result in refused:
             emit("refused a tool call", ids, "refused", tool_call_id=result.tool_call_id)
-        written, released = self._gated(reply, refused, state["messages"], config, ids)
+        offered = self._memories(state["messages"], config, runtime)
+        written, released = self._gated(reply, refused, state["messages"], config, ids, offered)
         marks = releases.release(released, state["messages"], ids["thread_id"] or "")
         update: dict[str, Any] = {releases.RELEASED: marks}
         return {"messages": written, **update} if written else update
@@ -330,6 +370,7 @@ class AgentNodes:
         messages: list[AnyMessage],
         config: RunnableConfig,
         ids: dict[str, Any],
+        offered: list[memory.Memory],
     ) -> tuple[list[AnyMessage], list[ToolCall]]:
         """Refuse or hold for approval what must not simply run.
 
@@ -342,6 +383,7 @@ class AgentNodes:
             tools=self.tools_by_name,
             settings=self.settings,
             can_approve=config.get("configurable", {}).get(CAN_APPROVE, True),
+            also_private=[f"memory ({m.id})" for m in offered],
         )
         # The ids only: the quoted fragment may be the very secret, and logs travel.
         for result in gate.refused:

@@ -12,7 +12,7 @@ from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graph.policy.hitl import ALL_DECISIONS, DEFAULT_DECISIONS, DecisionType
-from tools.settings import ToolSettings, is_system_root
+from tools.settings import ToolSettings, default_user, is_system_root
 from tools.trust import load_dotenv
 
 
@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     """The only folder `read_file` may read; never `/` or a system folder."""
     files_allow_hardlinks: bool = ToolSettings.files_allow_hardlinks
     """Let `read_file` read files with several hard links (one may be a name for a secret)."""
+    user: str = Field(default_factory=default_user, min_length=1)
+    """Whose memories `remember` and `recall` keep and `ferry memory` shows (the server's
+    authenticated user instead, under `langgraph dev`)."""
     max_iterations: int = Field(default=10, ge=1)
     """Model calls per turn before a graceful stop."""
     token_budget: int = Field(default=0, ge=0)

@@ -52,6 +52,8 @@ class ToolSettings:
     """Total time a tool may spend retrying transient HTTP failures."""
     tool_timeout_s: float = 30.0
     """Seconds one tool call may run (tools that wait on another process stop waiting then)."""
+    user: str = field(default_factory=lambda: default_user())
+    """Whose memories `remember` and `recall` keep (tools/memory.py)."""
 
     @classmethod
     def from_environment(cls) -> ToolSettings:
@@ -73,7 +75,18 @@ class ToolSettings:
             http_timeout_s=_number("HTTP_TIMEOUT_S", settings.http_timeout_s),
             http_retry_total_s=_number("HTTP_RETRY_TOTAL_S", settings.http_retry_total_s),
             tool_timeout_s=_number("TOOL_TIMEOUT_S", settings.tool_timeout_s),
+            user=_variable("USER", settings.user).strip() or settings.user,
         )
+
+
+def default_user() -> str:
+    """`FERRY_USER`'s default: the login name, or "default" where there is none."""
+    import getpass
+
+    try:
+        return getpass.getuser() or "default"
+    except (OSError, KeyError):  # no login name (a container's uid without a passwd entry)
+        return "default"
 
 
 def secret(name: str) -> str:

@@ -11,7 +11,7 @@ import json
 import sys
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from graph.cli.approvals import CHOICES, ask_decisions
@@ -47,6 +47,7 @@ def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryG
     from graph.models import make_model
     from graph.settings import get_settings
     from graph.storage import open_saver
+    from graph.storage.stores import open_store
 
     settings: Settings = get_settings()
     if getattr(args, "model", None):
@@ -57,8 +58,12 @@ def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryG
     tools: list[BaseTool] | None = None
     if not need_model:  # a command that only reads threads runs no tool: none to start or approve
         tools, settings = [], settings.model_copy(update={"approve_tools": ""})
-    with open_saver(settings) as saver:
-        graph = build_graph(model=model, tools=tools, checkpointer=saver, settings=settings)
+    with open_saver(settings) as saver, ExitStack() as stack:
+        # A turn may remember and recall: its store beside the threads (none to read them).
+        store = stack.enter_context(open_store(settings)) if need_model else None
+        graph = build_graph(
+            model=model, tools=tools, checkpointer=saver, settings=settings, store=store
+        )
         if getattr(args, "wait", False):  # wait for a busy thread instead of failing at once
             from graph.threads.lease import WAIT_FOR_THREAD
 

@@ -157,15 +157,19 @@ def tool_records(settings: Settings) -> list[dict[str, Any]]:
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
     from graph.builder import default_tools
+    from tools.memory import recall, remember
 
     records = []
-    for tool in default_tools(settings):
+    memory = {remember.name, recall.name}  # offered where there is a store: ask, chat, server
+    for tool in [*default_tools(settings), remember, recall]:
         fields = convert_to_openai_tool(tool)["function"]["parameters"]  # what the model sees
         required = set(fields.get("required", []))
         records.append(
             {
                 "name": tool.name,
-                "source": (tool.metadata or {}).get("source", "built-in"),
+                "source": "memory"
+                if tool.name in memory
+                else (tool.metadata or {}).get("source", "built-in"),
                 "approval": approval_reason(tool, settings),
                 "description": " ".join(tool.description.split()),
                 "arguments": [

@@ -13,6 +13,7 @@ from graph.cli.chat import cmd_chat
 from graph.cli.conversion import add_conversion_commands
 from graph.cli.errors import did_you_mean
 from graph.cli.info import cmd_info, cmd_tools
+from graph.cli.memory import add_memory_commands
 from graph.cli.temporal import add_temporal_commands
 from graph.cli.threads import (
     cmd_delete,
@@ -28,7 +29,7 @@ from graph.cli.trust import add_trust_commands
 COMMANDS = (
     *("ask", "chat", "resume", "history", "threads", "fork", "undo", "delete", "prune"),
     *("info", "tools"),
-    *("trust", "untrust", "migrate", "export"),
+    *("memory", "trust", "untrust", "migrate", "export"),
     *("worker", "cancel"),
 )
 _TOP_LEVEL_OPTIONS = ("-h", "--help", "--version")
@@ -163,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
     for p in (ask, resume, history, threads, fork, undo, delete, prune, info, tools):
         p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_memory_commands(sub)
     add_trust_commands(sub)
     add_conversion_commands(sub)
     add_temporal_commands(sub)  # worker, cancel; ask/chat/resume routed to Temporal when asked

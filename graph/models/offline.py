@@ -33,13 +33,15 @@ from graph.policy.fence import unfenced
 HELP = (
     "I am Ferry's offline planner, not a language model, so I only understand: arithmetic "
     '("what is 150 * 3"), "weather in <city>", the date or time (optionally "in <zone>"), '
-    '"read <file>" and "search <query>". Set OPENAI_API_KEY or FERRY_MODEL to use a real model.'
+    '"read <file>", "search <query>", "remember that <fact>" and "what do you remember". Set '
+    "OPENAI_API_KEY or FERRY_MODEL to use a real model."
 )
 SUMMARY_MARK = SUMMARY_PROMPT.split("]", 1)[0]
 _LABELS = {
     "get_weather": "Weather",
     "get_datetime": "Date and time",
     "web_search": "Search results",
+    "recall": "Remembered",
 }
 
 
@@ -75,6 +77,8 @@ def _describe(call: ToolCall, result: ToolMessage) -> str:
         return f"{_code(call['name'])} failed: {text}"
     if call["name"] == "calculator":
         return f"{_code(str(call['args'].get('expression')))} = {text}"
+    if call["name"] == "remember":
+        return text
     if call["name"] == "read_file" or "\n" in text:
         label = _code(str(call["args"].get("path"))) if call["name"] == "read_file" else None
         return f"{label or _LABELS.get(call['name'], call['name'])}:\n\n{_block(text)}"

@@ -1,7 +1,8 @@
 """The offline planner's reading of a question: which tools to call, and with what.
 
 Deliberately small and literal. It recognises arithmetic, "weather in X", date/time (optionally
-"in <zone>"), "read <file>" and "search …"; anything else is left to the caller to decline.
+"in <zone>"), "read <file>", "search …", "remember that …" and "what do you remember (about …)";
+anything else is left to the caller to decline.
 """
 
 from __future__ import annotations
@@ -42,6 +43,13 @@ _DATETIME = re.compile(
 _ZONE = re.compile(r"\b(?:time|date|day)\b[^,?]*?\bin\s+(?P<zone>[\w/+-]+(?:\s+[A-Z][\w]+)?)")
 _READ = re.compile(r"\bread\s+(?:the\s+)?(?:file\s+)?[\"'`]?(?P<path>[\w./~-]+)", re.IGNORECASE)
 _SEARCH = re.compile(r"\bsearch\s+(?:the\s+web\s+)?(?:for\s+)?(?P<query>[^?]+)", re.IGNORECASE)
+_REMEMBER = re.compile(
+    r"^\s*(?:please\s+)?remember\s+(?:that\s+)?(?P<fact>.+?)[.!]*\s*$", re.IGNORECASE
+)
+_RECALL = re.compile(
+    r"\b(?:what\s+do\s+you\s+remember|recall)\b(?:\s+(?:about|of))?\s*(?P<query>[^?]*)",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,10 @@ def _weather(text: str, normalized: str) -> list[Intent]:
 def parse_intents(text: str, previous_result: str | None = None) -> list[Intent]:
     """Read the tool calls a question asks for, in the order they are asked."""
     found: list[tuple[int, Intent]] = []
+    if remember := _REMEMBER.match(text):  # the rest of the message is the fact: look no further
+        return [Intent("remember", {"fact": remember.group("fact")})]
+    if recall := _RECALL.search(text):
+        return [Intent("recall", {"query": recall.group("query").strip(" .")})]
     search = _SEARCH.search(text)
     if search:  # everything after "search" is the query: look no further
         return [Intent("web_search", {"query": search.group("query").strip(" .")})]

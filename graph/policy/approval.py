@@ -72,6 +72,7 @@ def gate(
     tools: Mapping[str, BaseTool],
     settings: Settings,
     can_approve: bool,
+    also_private: Sequence[str] = (),
 ) -> Gate:
     """Sort `calls` into held for approval, refused, or free to run.
 
@@ -82,7 +83,7 @@ def gate(
     when no one can approve (`can_approve`), as the quote detector always did.
     """
     listed = settings.approval_decisions
-    rule = Outbound(messages, tools, settings.exfiltration_guard)
+    rule = Outbound(messages, tools, settings.exfiltration_guard, also_private)
     result = Gate()
     for call in calls:
         tool = tools.get(call["name"])
@@ -153,10 +154,19 @@ class Outbound:
     """
 
     def __init__(
-        self, messages: Sequence[AnyMessage], tools: Mapping[str, BaseTool], mode: str
+        self,
+        messages: Sequence[AnyMessage],
+        tools: Mapping[str, BaseTool],
+        mode: str,
+        also_private: Sequence[str] = (),
     ) -> None:
-        """Remember the thread, which tools are private and outbound, and the mode."""
+        """Remember the thread, which tools are private and outbound, and the mode.
+
+        `also_private`: private data in the model's context that no result carries (the
+        user's memories offered with the question).
+        """
         self.mode = mode
+        self._also = list(also_private)
         private = {n for n, t in tools.items() if is_private(t)}
         self._guard = Guard(messages, private, {n for n, t in tools.items() if is_outbound(t)})
         self._messages, self._private = messages, private
@@ -167,7 +177,7 @@ class Outbound:
         if self.mode == "off":
             return None
         if self._sources is None:
-            self._sources = private_sources(self._messages, self._private)
+            self._sources = [*private_sources(self._messages, self._private), *self._also]
         if not self._sources:
             return None
         finding = self._guard.finding(call)

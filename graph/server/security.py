@@ -31,6 +31,7 @@ from graph.server.access import (
 from graph.server.commands import refuse_unsafe_commands
 from graph.server.registry import lifespan
 from graph.settings import load_dotenv_file
+from tools.settings import default_user
 
 _ALLOW_ORIGIN = "access-control-allow-origin"
 _ALLOW_PRIVATE_NETWORK = "access-control-allow-private-network"
@@ -41,6 +42,12 @@ def server_token() -> str | None:
     """Return the token the server requires (`FERRY_SERVER_TOKEN`, shell or `.env`), or None."""
     load_dotenv_file()
     return os.environ.get(TOKEN_VARIABLE) or None
+
+
+def server_user() -> str:
+    """Return who the server's clients act as: `FERRY_USER` (shell or `.env`), or the login."""
+    load_dotenv_file()
+    return os.environ.get("FERRY_USER", "").strip() or default_user()
 
 
 def server_hosts() -> frozenset[str]:
@@ -67,23 +74,23 @@ def server_policy() -> AccessPolicy:
     )
 
 
-def make_auth(token: str | None) -> Auth:
+def make_auth(token: str | None, user: str) -> Auth:
     """Build the server's authentication: everyone in without a token, else only its holders.
 
     Args:
         token: The token requests must carry; None lets every request in (local use).
+        user: Who they act as (`FERRY_USER`): whose memories a run reads and writes, the same
+            as the CLI's on this machine.
     """
     server_auth = Auth()
 
     @server_auth.authenticate
     async def authenticate(authorization: str | None) -> Auth.types.MinimalUserDict:
-        if token is None:
-            return {"identity": "local-user"}
-        if not bearer_token_matches(authorization, token):
+        if token is not None and not bearer_token_matches(authorization, token):
             raise Auth.exceptions.HTTPException(
                 status_code=401, detail=f"send Authorization: Bearer <{TOKEN_VARIABLE}>"
             )
-        return {"identity": "token-holder"}
+        return {"identity": user}
 
     refuse_unsafe_commands(server_auth)  # graph/server/commands.py
     return server_auth
@@ -124,7 +131,7 @@ class PrivateNetworkForAllowedOrigins:
         await self.app({**scope, "headers": unasked}, receive, send_checked)
 
 
-auth = make_auth(server_token())
+auth = make_auth(server_token(), server_user())
 """What `langgraph.json`'s `auth.path` names; the token is read once, when the server starts."""
 
 # User middleware wraps the server's own (langgraph.json's `http.middleware_order` left at its

@@ -232,19 +232,20 @@ async def serve(
     from graph.builder import build_graph
     from graph.models import make_model
     from graph.storage import open_saver
+    from graph.storage.stores import open_store
     from graph.temporal.client import connect
 
     check_budget(settings)
     client = await connect(settings, runtime=runtime)
     model = make_model(settings.model)  # a missing key fails now, not at the first turn
     others = {spec: _listed_model(spec) for spec in WorkerModels().specs()}
-    with open_saver(settings) as saver:
+    with open_saver(settings) as saver, open_store(settings) as store:
 
         def graph_for_model(spec: str) -> FerryGraph:
             chosen = settings.model_copy(update={"model": spec})
-            return build_graph(model=others[spec], checkpointer=saver, settings=chosen)
+            return build_graph(model=others[spec], checkpointer=saver, settings=chosen, store=store)
 
-        graph = build_graph(model=model, checkpointer=saver, settings=settings)
+        graph = build_graph(model=model, checkpointer=saver, settings=settings, store=store)
         _stop_on_sigterm()
         ready()
         try:

@@ -410,3 +410,36 @@ def test_studios_fork_and_the_clis_undo_and_fork_see_one_thread(
         kept = history("kept", env=env, cwd=tmp_path, run=cli)
         assert [m["content"] for m in kept][-1] == "`7 * 6` = 42"
     assert_every_call_answered_in_place(history(thread_id, env=env, cwd=tmp_path, run=cli))
+
+
+# --- memory across threads: the server, the CLI and the store API see the same ------------------
+
+
+def test_a_fact_remembered_through_the_server_is_recalled_everywhere_until_forgotten(
+    cli: Ferry, tmp_path: Path, env: dict[str, str]
+) -> None:
+    env = {**env, "FERRY_USER": "ada"}
+    with langgraph_dev(tmp_path, env) as client:
+        first = client.threads.create()["thread_id"]
+        said = ask_server(client, first, "Remember that I work in Celsius")
+        assert said.startswith("Remembered (") and said.endswith("): I work in Celsius")
+
+        listed = one_json_object(cli("memory", "list", "--json", env=env, cwd=tmp_path))
+        assert [m["fact"] for m in listed["memories"]] == ["I work in Celsius"]
+        assert listed["user"] == "ada"
+        items = client.store.search_items(("ferry", "memories", "ada"))["items"]
+        assert [i["value"]["fact"] for i in items] == ["I work in Celsius"]
+
+        second = client.threads.create()["thread_id"]
+        assert ask_server(client, second, "What do you remember?") == (
+            "Remembered: - I work in Celsius"
+        )
+        done = succeeded(cli("ask", "what do you remember about celsius?", env=env, cwd=tmp_path))
+        assert done.stdout == "Remembered: - I work in Celsius\n"
+
+        succeeded(cli("memory", "forget", "--all", env=env, cwd=tmp_path))
+        third = client.threads.create()["thread_id"]
+        assert ask_server(client, third, "What do you remember?") == (
+            "Remembered: Nothing is remembered yet."
+        )
+        assert client.store.search_items(("ferry", "memories", "ada"))["items"] == []

@@ -1,0 +1,76 @@
+"""The long-term memory store beside the threads: LangGraph's own, in the same database.
+
+SQLite: LangGraph's `SqliteStore` on `FERRY_DB` (its tables, `store` and `store_migrations`,
+sit beside Ferry's); Postgres: LangGraph's `PostgresStore` at `FERRY_DATABASE_URL`. The server
+opens the same one (graph/server/store.py), so Studio's memory view, the CLI and Python read
+the same memories. A database a caller hands in is not given a store: its tables are not ours.
+"""
+
+from __future__ import annotations
+
+import atexit
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from langgraph.store.base import BaseStore
+
+    from graph.settings import Settings
+
+
+def default_store(settings: Settings) -> BaseStore:
+    """A store for the life of the process, set up (its tables created) on first use."""
+    if settings.database_url:
+        from langgraph.store.postgres import PostgresStore
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        pool: ConnectionPool = ConnectionPool(
+            settings.database_url,
+            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+            min_size=1,
+            max_size=2,
+            open=True,
+            name="ferry-store",
+        )
+        atexit.register(pool.close)
+        store: BaseStore = PostgresStore(pool)  # type: ignore[arg-type]
+    else:
+        from langgraph.store.sqlite import SqliteStore
+
+        from graph.storage.sqlite.saver import connect
+
+        store = SqliteStore(_own_connection(connect(settings.db)))
+    store.setup()  # type: ignore[attr-defined]
+    return store
+
+
+@contextmanager
+def open_store(settings: Settings) -> Iterator[BaseStore]:
+    """A store for the length of a command, closed afterwards."""
+    if settings.database_url:
+        from langgraph.store.postgres import PostgresStore
+
+        with PostgresStore.from_conn_string(settings.database_url) as postgres:
+            postgres.setup()
+            yield postgres
+        return
+    from langgraph.store.sqlite import SqliteStore
+
+    from graph.storage.sqlite.saver import connect
+
+    conn = _own_connection(connect(settings.db))
+    try:
+        sqlite = SqliteStore(conn)
+        sqlite.setup()
+        yield sqlite
+    finally:
+        conn.close()
+
+
+def _own_connection(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """The store's own connection, in autocommit: it begins and commits its transactions."""
+    conn.isolation_level = None
+    return conn
