@@ -125,20 +125,15 @@ def run_to_stop(
     from langgraph.types import Command
 
     from graph.cli.cancel import StopCancelledAnswer
-    from graph.cli.render import (
-        Progress,
-        RunSummary,
-        announce_resumed_calls,
-        json_report,
-        pending_approvals_of,
-        stream_run,
-    )
+    from graph.cli.render import Progress, announce_resumed_calls, stream_run
     from graph.nodes import CAN_APPROVE
+    from graph.runs.report import message_ids, pending_approvals_of, turn_report
 
     config = thread_config(thread_id)
     config["callbacks"] = [StopCancelledAnswer()]  # Ctrl-C in chat: the reply is not stored
     progress = Progress(out=None if as_json else sys.stdout)
-    summary = RunSummary()
+    # The invocation is what the thread stores beyond this: its report is read from there.
+    before = message_ids(resumed_from if resumed_from is not None else graph.get_state(config))
     on_start: Callable[[], None] = functools.partial(_say, note) if note else _nothing
     if resumed_from is not None:
         decided = isinstance(graph_input, Command)
@@ -149,7 +144,7 @@ def run_to_stop(
     # A decision passed with the command is a person's; otherwise only a terminal can give one.
     config["configurable"][CAN_APPROVE] = interactive or isinstance(graph_input, Command)
     while True:
-        stream_run(graph, graph_input, config, progress, summary, on_start)
+        stream_run(graph, graph_input, config, progress, on_start)
         on_start = _nothing  # announced once, before the first run
         state = graph.get_state(config)
         pending = pending_approvals_of(state)
@@ -157,7 +152,7 @@ def run_to_stop(
             break
         graph_input = Command(resume=ask_decisions(pending))
     if as_json:
-        print_json(json_report(thread_id, state.values, summary, pending))
+        print_json(turn_report(thread_id, state, before))
     elif pending:
         for call in pending:
             line = f"awaiting approval: {call['name']}({json.dumps(call['args'])})"
@@ -264,7 +259,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     """Continue an interrupted or crashed run from its last checkpoint."""
     from langgraph.types import Command
 
-    from graph.cli.render import RunSummary, json_report, pending_approvals_of
+    from graph.runs.report import nothing_done, pending_approvals_of
 
     with open_graph(args, need_model=True) as graph:
         state = existing_state(graph, args.thread)
@@ -280,9 +275,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
                 graph, Command(resume=resume), args.thread, args.json, resumed_from=state
             )
         if not has_unfinished_run(state):
-            if args.json:  # the report of a run that did nothing
-                stopped = {"stop_reason": state.values.get("stop_reason")}
-                print_json({**json_report(args.thread, stopped, RunSummary()), "resumed": False})
+            if args.json:
+                print_json(nothing_done(args.thread, state))
             else:
                 sys.stderr.write(
                     f"thread {args.thread}: nothing to resume, its last run finished.\n"

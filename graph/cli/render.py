@@ -1,4 +1,7 @@
-"""Run one invocation of the graph for the CLI: stream it, show progress, summarise it."""
+"""Run one invocation of the graph for the CLI: stream it and show its progress.
+
+What it reports is computed from what it stored (graph/runs/report.py).
+"""
 
 from __future__ import annotations
 
@@ -8,16 +11,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO, cast
 
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StreamMode
 
 from graph.cli.interrupt import run_in_background
 from graph.controls import printable
-from graph.guards import token_usage, unanswered_calls
+from graph.guards import unanswered_calls
 from graph.nodes import RunContext
-from graph.policy.hitl import awaiting
+from graph.runs.report import pending_approvals_of
 
 
 class Notes(Protocol):
@@ -69,44 +72,28 @@ class Progress:
             self.err.flush()
 
 
-@dataclass
-class RunSummary:
-    """What one invocation did, as `--json` reports it."""
-
-    model_calls: int = 0
-    usage: dict[str, int] = field(
-        default_factory=lambda: {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
-    )
-    results: list[ToolMessage] = field(default_factory=list)
-
-
 def _args(args: dict[str, Any]) -> str:
     text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def record_update(node: str, update: Any, summary: RunSummary, progress: Notes) -> None:
-    """Count and show one node's streamed update into `summary` and `progress`.
+def record_update(node: str, update: Any, progress: Notes) -> None:
+    """Show one node's streamed update in `progress` (what it reports is stored: graph/runs).
 
     Tasks of one node that finish in the same tick (parallel tool calls) arrive as one list.
     """
     for one in update if isinstance(update, list) else [update]:
         if isinstance(one, dict):
-            _record(node, one, summary, progress)
+            _record(node, one, progress)
 
 
-def _record(node: str, update: dict[str, Any], summary: RunSummary, progress: Notes) -> None:
+def _record(node: str, update: dict[str, Any], progress: Notes) -> None:
     for message in update.get("messages") or []:
         if isinstance(message, AIMessage) and node == "call_model":
             progress.reply(message)
-            if not message.response_metadata.get("ferry_guard"):
-                summary.model_calls += 1
-            for key, tokens in token_usage(message).items():
-                summary.usage[key] += tokens
             for call in message.tool_calls:
                 progress.note(f"→ {call['name']}({_args(call['args'])})")
         elif isinstance(message, ToolMessage):
-            summary.results.append(message)
             ms = message.response_metadata.get("duration_ms")
             took = f" {ms} ms" if ms is not None else ""
             if message.status == "error":
@@ -120,10 +107,9 @@ def stream_run(
     graph_input: Any,
     config: RunnableConfig,
     progress: Progress,
-    summary: RunSummary,
     on_start: Callable[[], None] = lambda: None,
 ) -> None:
-    """Run the graph to its next stop, streaming answer tokens and tool progress into `summary`.
+    """Run the graph to its next stop, streaming answer tokens and tool progress.
 
     `on_start` runs when the first event arrives: the run then holds its thread, so a run
     refused as busy prints its one line and nothing else.
@@ -151,7 +137,7 @@ def stream_run(
         streaming = None
         if not chunk.get("__metadata__", {}).get("cached"):  # replays of pre-crash results
             for node, update in chunk.items():
-                record_update(node, update, summary, progress)
+                record_update(node, update, progress)
     progress.end_answer()
 
 
@@ -172,53 +158,3 @@ def announce_resumed_calls(state: Any, progress: Progress, *, decided: bool) -> 
     for call in unanswered_calls(state.values.get("messages") or []):
         if call["id"] not in finished | held:
             progress.note(f"→ {call['name']}({_args(call['args'])})")
-
-
-def answer_of(messages: list[BaseMessage]) -> str:
-    """The text of the last assistant message."""
-    for message in reversed(messages):
-        if isinstance(message, AIMessage):
-            return str(message.text)
-    return ""
-
-
-def pending_approvals_of(state: Any) -> list[dict[str, Any]]:
-    """Tool calls the run is paused on, waiting for a person's decision."""
-    return [call for pause in getattr(state, "interrupts", ()) for call in awaiting(pause.value)]
-
-
-def json_report(
-    thread_id: str,
-    values: dict[str, Any],
-    summary: RunSummary,
-    pending: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """The one JSON object `--json` prints."""
-    calls: dict[str | None, ToolCall] = {
-        c["id"]: c
-        for m in values.get("messages", [])
-        if isinstance(m, AIMessage)
-        for c in m.tool_calls
-    }
-    report = {
-        "thread_id": thread_id,
-        "answer": answer_of(values.get("messages", [])) if values.get("stop_reason") else "",
-        "stop_reason": "awaiting_approval" if pending else values.get("stop_reason"),
-        "model_calls": summary.model_calls,
-        "tool_calls": [
-            {
-                "id": r.tool_call_id,
-                "name": r.name,
-                "args": calls[r.tool_call_id]["args"] if r.tool_call_id in calls else {},
-                "status": r.status,
-                "duration_ms": r.response_metadata.get("duration_ms", 0),
-            }
-            for r in summary.results
-        ],
-        "usage": summary.usage,
-    }
-    if pending:
-        report["answer"] = ""
-        shown = ("id", "name", "args", "description")
-        report["pending_approvals"] = [{k: p[k] for k in shown if k in p} for p in pending]
-    return report

@@ -90,7 +90,7 @@ async def _watch_deciding(
 ) -> dict[str, Any]:
     """Watch the turn; at a pause, ask the person at the terminal (when there is one)."""
     from graph.cli.approvals import ask_decisions
-    from graph.cli.render import pending_approvals_of
+    from graph.runs.report import pending_approvals_of
     from graph.temporal import decide, watch
 
     while True:
@@ -189,7 +189,7 @@ def chat(args: argparse.Namespace) -> int:
 
 def resume(args: argparse.Namespace) -> int:
     """`ferry resume` on Temporal: re-attach to the running turn, decide, or continue the thread."""
-    from graph.cli.render import pending_approvals_of
+    from graph.runs.report import pending_approvals_of
     from graph.temporal import decide, running_turn
 
     settings = settings_of(args)
@@ -236,7 +236,7 @@ async def _last_report(client: Client, thread_id: str, state: Any) -> dict[str, 
     from temporalio.client import WorkflowExecutionStatus
     from temporalio.service import RPCError
 
-    from graph.cli.render import answer_of
+    from graph.runs.report import answer_of
     from graph.temporal.shapes import ordered_report, workflow_id
 
     handle = client.get_workflow_handle(workflow_id(thread_id))
@@ -254,11 +254,10 @@ async def _last_report(client: Client, thread_id: str, state: Any) -> dict[str, 
 
 
 def _nothing_to_resume(args: argparse.Namespace, state: Any) -> int:
-    from graph.cli.render import RunSummary, json_report
+    from graph.runs.report import nothing_done
 
     if args.json:
-        stopped = {"stop_reason": state.values.get("stop_reason")}
-        print_json({**json_report(args.thread, stopped, RunSummary()), "resumed": False})
+        print_json(nothing_done(args.thread, state))
     else:
         sys.stderr.write(f"thread {args.thread}: nothing to resume, its last run finished.\n")
     return 0

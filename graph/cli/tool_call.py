@@ -57,11 +57,11 @@ def cmd_tool_call(args: argparse.Namespace) -> int:
     from langgraph.types import Command
 
     from graph.builder import build_graph, default_tools
-    from graph.cli.render import pending_approvals_of
     from graph.cli.tool_args import parse_arguments
     from graph.log import configure_logging
     from graph.models.one_call import AsksForOneCall
     from graph.nodes import CAN_APPROVE
+    from graph.runs.report import pending_approvals_of
     from graph.settings import get_settings
 
     settings = get_settings()

@@ -58,6 +58,9 @@ class StepInput:
     model: str | None = None
     stream: bool = False
     """Someone watches the reply's tokens: the step heartbeats them as they come."""
+    since: str | None = None
+    """The checkpoint the invocation started from (its report counts what was stored after);
+    `""` for a thread that had none, None for a turn's first step, which finds it."""
 
 
 @dataclass
@@ -67,15 +70,20 @@ class StepSummary:
     next: str
     """`STEP` or `END`."""
     model_calls: int = 0
+    """The invocation's so far, read from the stored thread (graph/runs/report.py)."""
     usage: dict[str, int] = field(default_factory=dict)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    """`--json`'s entries for the calls this step answered."""
+    """`--json`'s entries for the calls the invocation answered so far."""
     output: list[dict[str, str]] = field(default_factory=list)
     """What the step shows, in order: `{"line": ...}`, a progress line as `ferry ask` prints
     it on stderr, and `{"reply": id, "text": ...}`, a model reply's whole text."""
     pending_approvals: list[dict[str, Any]] = field(default_factory=list)
     stop_reason: str | None = None
     answer: str = ""
+    since: str = ""
+    """The checkpoint the invocation started from (`StepInput.since`, found if it was None)."""
+    checkpoint: str = ""
+    """The thread's latest checkpoint after the step: where an invocation after a pause starts."""
 
 
 @dataclass

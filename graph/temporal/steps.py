@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any, cast
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langgraph.types import Command
 
-from graph.cli.render import RunSummary, json_report, pending_approvals_of, record_update
+from graph.cli.render import record_update
 from graph.run import CAN_APPROVE, RunContext
+from graph.runs.report import message_ids, pending_approvals_of, turn_report
 from graph.temporal.shapes import END, STEP, StepInput, StepSummary
 from graph.threads.lease import WAIT_FOR_THREAD
 
@@ -136,12 +137,13 @@ def advance(
     shows as it goes, with the reply's tokens if `step.stream`.
     """
     config = step_config(step.thread_id, lease_wait_s)
+    since = step.since if step.since is not None else _start_of_turn(graph, step, config)
     graph_input = _first_input(graph, step, config, retried)
-    summary, output = RunSummary(), output or StepOutput()
+    output = output or StepOutput()
     # Another pass while no model call ran: a decision resumes `check`, which then stops at
     # its own `interrupt_after`, and a stored stop may be met before any node runs.
     for _ in range(3):
-        ran = _stream(graph, graph_input, config, summary, output, step, budget_s, cancelled)
+        ran = _stream(graph, graph_input, config, output, step, budget_s, cancelled)
         graph_input = None
         state = graph.get_state(config)
         if (
@@ -151,14 +153,13 @@ def advance(
             or pending_approvals_of(state)
         ):
             break
-    return _summary(state, summary, output, step.thread_id)
+    return _summary(graph, state, output, step.thread_id, since)
 
 
 def _stream(
     graph: FerryGraph,
     graph_input: Any,
     config: RunnableConfig,
-    summary: RunSummary,
     output: StepOutput,
     step: StepInput,
     budget_s: float,
@@ -190,27 +191,52 @@ def _stream(
             for node, update in chunk.items():
                 if node in _NODES:
                     ran.add(node)
-                record_update(node, update, summary, output)
+                record_update(node, update, output)
     finally:
         parts.close()
     return ran
 
 
+def _start_of_turn(graph: FerryGraph, step: StepInput, config: RunnableConfig) -> str:
+    """The checkpoint a turn's first step starts from: the latest without its question.
+
+    Before the question is stored that is the thread's head; a retried first step (the first
+    attempt stored it) finds it further back, so every attempt reports the same invocation.
+    """
+    for state in graph.get_state_history(config):
+        ids = message_ids(state)
+        if step.message_id is None or step.message_id not in ids:
+            return _checkpoint_id(state)
+    return ""
+
+
+def _checkpoint_id(state: StateSnapshot) -> str:
+    return str((state.config or {}).get("configurable", {}).get("checkpoint_id") or "")
+
+
 def _summary(
-    state: StateSnapshot, summary: RunSummary, output: StepOutput, thread_id: str
+    graph: FerryGraph, state: StateSnapshot, output: StepOutput, thread_id: str, since: str
 ) -> StepSummary:
-    """The step's summary: its counts, output and the calls it answered, and what runs next."""
-    values = cast(dict[str, Any], state.values or {})
-    pending = pending_approvals_of(state)
-    report = json_report(thread_id, values, summary, pending)
-    after = END if pending or not state.next else STEP
+    """The step's summary: the invocation's report so far, its output, and what runs next.
+
+    The report is read from the stored thread beyond `since` (graph/runs/report.py), so a
+    retried step or a step on another worker reports what an in-process run would.
+    """
+    before: frozenset[str] = frozenset()
+    if since:
+        at = {"configurable": {"thread_id": thread_id, "checkpoint_id": since}}
+        before = message_ids(graph.get_state(cast("RunnableConfig", at)))
+    report = turn_report(thread_id, state, before)
+    after = END if report.get("pending_approvals") or not state.next else STEP
     return StepSummary(
         next=after,
-        model_calls=summary.model_calls,
-        usage=dict(summary.usage),
+        model_calls=report["model_calls"],
+        usage=report["usage"],
         tool_calls=report["tool_calls"],
         output=output.items(),
         pending_approvals=report.get("pending_approvals", []),
         stop_reason=report["stop_reason"] if after == END else None,
         answer=report["answer"] if after == END else "",
+        since=since,
+        checkpoint=_checkpoint_id(state),
     )

@@ -75,10 +75,6 @@ def _refused(exc: BaseException) -> bool:
     return isinstance(cause, ApplicationError) and cause.type == TURN_REFUSED
 
 
-def _empty_usage() -> dict[str, int]:
-    return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
-
-
 @workflow.defn(name=WORKFLOW_NAME)
 class FerryTurn:
     """One turn of one thread, to its answer, a guard's stop, or a person's decision."""
@@ -90,9 +86,6 @@ class FerryTurn:
         self._pending: list[dict[str, Any]] = []
         self._decision: dict[str, Any] | None = None
         self._set_aside = False
-        self._model_calls = 0
-        self._usage = _empty_usage()
-        self._tool_calls: list[dict[str, Any]] = []
 
     @workflow.run
     async def run(self, sent: Any = None) -> dict[str, Any]:
@@ -137,7 +130,8 @@ class FerryTurn:
                 heartbeat_timeout=HEARTBEAT,
                 retry_policy=STEP_RETRIES,
             )
-            self._record(summary)
+            self._output.extend(summary.output)
+            since = summary.since  # found by the turn's first step; kept for its others
             if summary.pending_approvals:
                 decision = await self._await_decision(turn.thread_id, summary)
                 if decision is None:  # a new question came: it answers the calls undecided
@@ -146,23 +140,21 @@ class FerryTurn:
                 # --approve` does in-process: the wait for a person is not the run's time.
                 deadline = workflow.now() + timedelta(seconds=turn.time_budget_s)
                 step = StepInput(
-                    turn.thread_id, 0.0, decision=decision, model=turn.model, stream=turn.stream
+                    turn.thread_id,
+                    0.0,
+                    decision=decision,
+                    model=turn.model,
+                    stream=turn.stream,
+                    since=summary.checkpoint,  # the resumed invocation reports its own calls
                 )
                 continue
             if summary.next == END:
                 self._finish(turn.thread_id, summary, "done")
                 break
-            step = StepInput(turn.thread_id, 0.0, model=turn.model, stream=turn.stream)
+            step = StepInput(turn.thread_id, 0.0, model=turn.model, stream=turn.stream, since=since)
         await workflow.wait_condition(workflow.all_handlers_finished)
         assert self._report is not None
         return self._report
-
-    def _record(self, summary: StepSummary) -> None:
-        self._output.extend(summary.output)
-        self._model_calls += summary.model_calls
-        for key, tokens in summary.usage.items():
-            self._usage[key] = self._usage.get(key, 0) + tokens
-        self._tool_calls.extend(summary.tool_calls)
 
     def _finish(self, thread_id: str, summary: StepSummary, state: str) -> None:
         paused = bool(summary.pending_approvals)
@@ -170,9 +162,9 @@ class FerryTurn:
             "thread_id": thread_id,
             "answer": summary.answer,
             "stop_reason": "awaiting_approval" if paused else summary.stop_reason,
-            "model_calls": self._model_calls,
-            "tool_calls": self._tool_calls,
-            "usage": self._usage,
+            "model_calls": summary.model_calls,  # the invocation's, read from the thread
+            "tool_calls": summary.tool_calls,
+            "usage": summary.usage,
         }
         if paused:
             report["pending_approvals"] = summary.pending_approvals
@@ -204,7 +196,6 @@ class FerryTurn:
         decision, self._decision, self._pending = self._decision, None, []
         # The resumed invocation reports its own calls, usage and output, as in-process: a
         # client watching it after the decision is shown what follows, not the lines again.
-        self._model_calls, self._usage, self._tool_calls = 0, _empty_usage(), []
         self._output = []
         self._state, self._report = "running", None
         assert decision is not None

@@ -100,7 +100,7 @@ def test_prompt_stays_bounded_while_the_history_grows(server: OpenAIServer, tmp_
     for i in range(turns):
         steps += [openai_tool_calls(("fetch_page", {"n": i})), openai_answer("ok")]
     server.script(steps)
-    graph = make(server, tmp_path / "db", context_tokens=8000)
+    graph = make(server, tmp_path / "db", context_tokens=8000, compaction="drop")
     for i in range(turns):
         ask(graph, f"question {i}")
     sizes = [len(json.dumps(body)) for body in server.chat_requests()]

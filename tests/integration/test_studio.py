@@ -303,7 +303,7 @@ def test_studio_shows_the_schemas_and_decides_approvals_in_langchains_format(
         assert list(schemas["input_schema"]["properties"]) == ["messages"]
         assert list(schemas["output_schema"]["properties"]) == ["messages", "stop_reason"]
         assert list(schemas["state_schema"]["properties"]) == [
-            "messages", "stop_reason", "tool_failures", "released_calls"
+            "messages", "stop_reason", "tool_failures", "summary", "released_calls"
         ]  # fmt: skip
         assert schemas["context_schema"] is None  # no settings: the run id is not one
 

@@ -10,6 +10,7 @@ import asyncio
 import threading
 from collections.abc import Callable
 
+from graph.runs.report import turn_report
 from graph.temporal import connect, start_turn, watch
 from tests.support.held import held_step
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
@@ -51,7 +52,12 @@ def test_a_turn_whose_worker_dies_mid_model_call_finishes_on_another(
     assert report["answer"] == "k = 42." and report["stop_reason"] == "answered"
     assert _runs() == ["lookup k"]  # the finished call was not run again
     with ferry_graph() as graph:
-        messages = graph.get_state({"configurable": {"thread_id": "dies"}}).values["messages"]
+        stored = graph.get_state({"configurable": {"thread_id": "dies"}})
+        messages = stored.values["messages"]
+    # The report is what the thread stored, not what the surviving worker happened to run.
+    assert report["model_calls"] == 2
+    assert [(c["name"], c["status"]) for c in report["tool_calls"]] == [("lookup", "success")]
+    assert report["usage"] == turn_report("dies", stored, frozenset())["usage"]
     assert shape(messages) == [
         ("human", "What is k?"),
         ("ai", "", [("lookup", {"key": "k"})]),

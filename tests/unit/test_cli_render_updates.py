@@ -1,4 +1,4 @@
-"""The CLI's run reader counts every call of a step, also when LangGraph groups their updates."""
+"""The CLI's run reader shows every call of a step, also when LangGraph groups their updates."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from graph.cli.render import Progress, RunSummary, stream_run
+from graph.cli.render import Progress, stream_run
 
 
 class _Streams:
@@ -35,10 +35,44 @@ def test_tool_results_that_finish_together_are_all_reported() -> None:
         ("updates", {"call_model": {"messages": [AIMessage("done")]}}),
     ]
     err = io.StringIO()
-    summary = RunSummary()
 
-    stream_run(_Streams(events), {}, {}, Progress(out=None, err=err), summary)  # type: ignore[arg-type]
+    stream_run(_Streams(events), {}, {}, Progress(out=None, err=err))  # type: ignore[arg-type]
 
-    assert [m.tool_call_id for m in summary.results] == ["a", "b"]
-    assert summary.model_calls == 2
-    assert [line.split()[0] for line in err.getvalue().splitlines()] == ["→", "→", "✓", "✓"]
+    assert err.getvalue().splitlines() == [
+        '→ calculator(expression="1+1")',
+        "→ clock()",
+        "✓ calculator",
+        "✓ clock",
+    ]
+
+
+def test_the_report_counts_what_the_invocation_stored_whoever_streamed_it() -> None:
+    """A step retried after its worker died streams its updates again; the report is read from
+    the thread, beyond the messages the invocation started with."""
+    from types import SimpleNamespace
+
+    from graph.runs.report import turn_report
+
+    call = {"name": "calculator", "args": {"expression": "1+1"}, "id": "a", "type": "tool_call"}
+    earlier = [AIMessage("hello", id="r0", usage_metadata=_usage(5, 1))]
+    turn = [
+        AIMessage("", tool_calls=[call], id="r1", usage_metadata=_usage(10, 2)),
+        ToolMessage("2", tool_call_id="a", name="calculator", id="t1"),
+        AIMessage("2", id="r2", usage_metadata=_usage(20, 3)),
+    ]
+    state = SimpleNamespace(
+        values={"messages": [*earlier, *turn], "stop_reason": "answered"}, interrupts=()
+    )
+    report = turn_report("t", state, {"r0"})
+    assert (report["model_calls"], report["usage"]) == (
+        2,
+        {"input_tokens": 30, "output_tokens": 5, "total_tokens": 35},
+    )
+    assert [(c["id"], c["name"], c["status"]) for c in report["tool_calls"]] == [
+        ("a", "calculator", "success")
+    ]
+    assert report["answer"] == "2"
+
+
+def _usage(inputs: int, outputs: int) -> Any:
+    return {"input_tokens": inputs, "output_tokens": outputs, "total_tokens": inputs + outputs}

@@ -1,0 +1,80 @@
+"""The report of an invocation, computed from what it stored: the same for every runner.
+
+An invocation (`ferry ask`, a resume, a Temporal turn) is what the thread stored after it began:
+the messages whose ids its starting point did not hold. Counting those — replies (model calls
+and their usage) and results (tool calls, status, duration) — instead of what a client saw
+stream by, a step retried after a worker died, a client that re-attached, or results replayed
+after a crash change nothing in the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from graph.guards import token_usage
+from graph.policy.hitl import awaiting
+
+
+def message_ids(state: Any) -> frozenset[str]:
+    """The ids of the messages a stored state holds: where an invocation starts from."""
+    values = getattr(state, "values", None) or {}
+    return frozenset(m.id for m in values.get("messages") or [] if m.id)
+
+
+def pending_approvals_of(state: Any) -> list[dict[str, Any]]:
+    """Tool calls the run is paused on, waiting for a person's decision."""
+    return [call for pause in getattr(state, "interrupts", ()) for call in awaiting(pause.value)]
+
+
+def answer_of(messages: Sequence[BaseMessage]) -> str:
+    """The text of the last assistant message."""
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            return str(message.text)
+    return ""
+
+
+def turn_report(thread_id: str, state: Any, before: Collection[str]) -> dict[str, Any]:
+    """The one JSON object `--json` prints, for what `state` holds beyond the ids `before`."""
+    values: dict[str, Any] = getattr(state, "values", None) or {}
+    messages: list[BaseMessage] = values.get("messages") or []
+    pending = pending_approvals_of(state)
+    new = [m for m in messages if m.id not in before]
+    replies = [
+        m for m in new if isinstance(m, AIMessage) and not m.response_metadata.get("ferry_guard")
+    ]
+    usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    for reply in replies:
+        for key, tokens in token_usage(reply).items():
+            usage[key] += tokens
+    calls = {c["id"]: c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+    report: dict[str, Any] = {
+        "thread_id": thread_id,
+        "answer": answer_of(messages) if values.get("stop_reason") and not pending else "",
+        "stop_reason": "awaiting_approval" if pending else values.get("stop_reason"),
+        "model_calls": len(replies),
+        "tool_calls": [
+            {
+                "id": r.tool_call_id,
+                "name": r.name,
+                "args": calls[r.tool_call_id]["args"] if r.tool_call_id in calls else {},
+                "status": r.status,
+                "duration_ms": r.response_metadata.get("duration_ms", 0),
+            }
+            for r in new
+            if isinstance(r, ToolMessage)
+        ],
+        "usage": usage,
+    }
+    if pending:
+        shown = ("id", "name", "args", "description")
+        report["pending_approvals"] = [{k: p[k] for k in shown if k in p} for p in pending]
+    return report
+
+
+def nothing_done(thread_id: str, state: Any) -> dict[str, Any]:
+    """The report of a resume that found nothing to do: no calls, no answer, `resumed: false`."""
+    return {**turn_report(thread_id, state, message_ids(state)), "answer": "", "resumed": False}
