@@ -249,7 +249,7 @@ def build_graph(
         from graph.storage.stores import default_store
 
         checkpointer = default_saver(settings)
-        store = store or default_store(settings)
+        store = store or default_store(settings.db, settings.database_url)
     else:  # the caller's, used as given (a stock SQLite saver's cost logged once)
         from graph.storage.sqlite.stock import as_given
 

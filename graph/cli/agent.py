@@ -60,7 +60,11 @@ def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryG
         tools, settings = [], settings.model_copy(update={"approve_tools": ""})
     with open_saver(settings) as saver, ExitStack() as stack:
         # A turn may remember and recall: its store beside the threads (none to read them).
-        store = stack.enter_context(open_store(settings)) if need_model else None
+        store = (
+            stack.enter_context(open_store(settings.db, settings.database_url))
+            if need_model
+            else None
+        )
         graph = build_graph(
             model=model, tools=tools, checkpointer=saver, settings=settings, store=store
         )

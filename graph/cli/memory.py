@@ -21,7 +21,7 @@ def cmd_memory_list(args: argparse.Namespace) -> int:
     from tools.memory import memories
 
     settings = get_settings()
-    with open_store(settings) as store:
+    with open_store(settings.db, settings.database_url) as store:
         kept = memories(store, settings.user)
     if args.json:
         print_json(
@@ -51,7 +51,7 @@ def cmd_memory_forget(args: argparse.Namespace) -> int:
     if bool(args.ids) == args.all:
         raise UsageError("ferry memory forget: give memory ids (see ferry memory list) or --all")
     settings = get_settings()
-    with open_store(settings) as store:
+    with open_store(settings.db, settings.database_url) as store:
         ids = [m.id for m in memories(store, settings.user)] if args.all else args.ids
         gone = forget(store, settings.user, ids)
     unknown = sorted(set(ids) - set(gone))

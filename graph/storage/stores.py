@@ -12,23 +12,22 @@ import atexit
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
 
-    from graph.settings import Settings
 
-
-def default_store(settings: Settings) -> BaseStore:
-    """A store for the life of the process, set up (its tables created) on first use."""
-    if settings.database_url:
+def default_store(db: Path, database_url: str | None = None) -> BaseStore:
+    """A store for the life of the process on `database_url`, else the SQLite file `db`."""
+    if database_url:
         from langgraph.store.postgres import PostgresStore
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
 
         pool: ConnectionPool = ConnectionPool(
-            settings.database_url,
+            database_url,
             kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
             min_size=1,
             max_size=2,
@@ -42,18 +41,18 @@ def default_store(settings: Settings) -> BaseStore:
 
         from graph.storage.sqlite.saver import connect
 
-        store = SqliteStore(_own_connection(connect(settings.db)))
+        store = SqliteStore(_own_connection(connect(db)))
     store.setup()  # type: ignore[attr-defined]
     return store
 
 
 @contextmanager
-def open_store(settings: Settings) -> Iterator[BaseStore]:
-    """A store for the length of a command, closed afterwards."""
-    if settings.database_url:
+def open_store(db: Path, database_url: str | None = None) -> Iterator[BaseStore]:
+    """A store for the length of a command, closed afterwards (as `default_store` picks)."""
+    if database_url:
         from langgraph.store.postgres import PostgresStore
 
-        with PostgresStore.from_conn_string(settings.database_url) as postgres:
+        with PostgresStore.from_conn_string(database_url) as postgres:
             postgres.setup()
             yield postgres
         return
@@ -61,7 +60,7 @@ def open_store(settings: Settings) -> Iterator[BaseStore]:
 
     from graph.storage.sqlite.saver import connect
 
-    conn = _own_connection(connect(settings.db))
+    conn = _own_connection(connect(db))
     try:
         sqlite = SqliteStore(conn)
         sqlite.setup()
