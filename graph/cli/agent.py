@@ -58,6 +58,9 @@ def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryG
     tools: list[BaseTool] | None = None
     if not need_model:  # a command that only reads threads runs no tool: none to start or approve
         tools, settings = [], settings.model_copy(update={"approve_tools": ""})
+        if not settings.database_url and not settings.db.exists():  # and creates no file
+            thread = getattr(args, "thread", None)
+            raise UserError(f"unknown thread {thread!r} (see `ferry threads`)")
     with open_saver(settings) as saver, ExitStack() as stack:
         # A turn may remember and recall: its store beside the threads (none to read them).
         store = (

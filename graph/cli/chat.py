@@ -50,7 +50,7 @@ def _talk(graph: FerryGraph, thread_id: str) -> int:
     """Ask each question read at the prompt; the exit code once the person leaves."""
     while True:
         try:
-            question = input("you> ").strip()
+            question = _read_question()
         except EOFError:
             sys.stderr.write("\n")
             return 0
@@ -60,6 +60,21 @@ def _talk(graph: FerryGraph, thread_id: str) -> int:
             return 0
         if question:
             _answer(graph, question, thread_id)
+
+
+def _read_question() -> str:
+    """The next line read at the prompt: on a terminal `input`'s (line editing), else on stderr.
+
+    Piped output then holds the answers alone, as with `ferry ask`.
+    """
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        return input("you> ").strip()
+    sys.stderr.write("you> ")
+    sys.stderr.flush()
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line.strip()
 
 
 def _answer(graph: FerryGraph, question: str, thread_id: str) -> None:

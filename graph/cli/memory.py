@@ -21,8 +21,10 @@ def cmd_memory_list(args: argparse.Namespace) -> int:
     from tools.memory import memories
 
     settings = get_settings()
-    with open_store(settings.db, settings.database_url) as store:
-        kept = memories(store, settings.user)
+    kept = []
+    if settings.database_url or settings.db.exists():  # a listing creates no database
+        with open_store(settings.db, settings.database_url) as store:
+            kept = memories(store, settings.user)
     if args.json:
         print_json(
             {

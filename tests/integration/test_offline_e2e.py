@@ -82,5 +82,5 @@ def test_chat_takes_turns_on_one_thread(weather: OpenMeteoServer, tmp_path: Path
         cwd=tmp_path, input=turns, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("you> ") == 3
+    assert done.stderr.count("you> ") == 3 and "you> " not in done.stdout  # answers alone
     assert "`150 * 3` = 450" in done.stdout and "`450 / 9` = 50" in done.stdout

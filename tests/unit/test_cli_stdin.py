@@ -223,5 +223,6 @@ def test_chat_still_reads_piped_questions_line_by_line(ferry: Ferry, tmp_path: P
     code, out, err = ferry("chat", stdin="What is 2 + 2?\n\nWhat is 3 * 3?\n")
 
     assert code == 0, err
-    assert out == "you> `2 + 2` = 4\nyou> you> `3 * 3` = 9\nyou> "
+    assert out == "`2 + 2` = 4\n`3 * 3` = 9\n"  # piped: the prompts go to stderr
+    assert err.count("you> ") == 4
     assert questions(tmp_path) == ["What is 2 + 2?", "What is 3 * 3?"]

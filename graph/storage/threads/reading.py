@@ -88,8 +88,8 @@ def listed_from_rows(path: Path) -> list[Summary] | None:
     None when a thread needs rebuilding (no current row, a sealed title, a file from before
     the rows) or the file cannot be read so: a saver's `list_threads` does it, and reports why.
     """
-    if not path.exists() and path.parent.is_dir():
-        return []  # no file, no threads (and a listing creates none)
+    if not path.exists():
+        return []  # no file, no threads (and a listing creates none, nor its folder)
     uri = f"{path.absolute().as_uri()}?mode=rw"  # never creates the file; read-only if it is
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=30)
