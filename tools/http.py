@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import email.utils
 import logging
+import socket
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
@@ -190,6 +191,11 @@ def _get(
         # The origin is enough to act on; the path and query may carry what logs must not.
         parts = urlsplit(url)
         origin = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+        if _name_not_resolved(exc):  # an offline machine: seconds of retries would not help
+            raise ToolException(
+                f"cannot reach {origin}: its name does not resolve here (no network or DNS). "
+                "Retrying now will fail again; answer without it and say what is missing."
+            ) from None
         raise TransientError("connect", f"{origin}: {exc or type(exc).__name__}") from exc
     if response.status_code == 429 or response.status_code >= 500:
         raise TransientError(
@@ -198,6 +204,16 @@ def _get(
             retry_after_s=parse_retry_after(response.headers.get("Retry-After")),
         )
     return response
+
+
+def _name_not_resolved(exc: BaseException) -> bool:
+    """Whether a connection failed because the host's name did not resolve (DNS)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, socket.gaierror):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _json_reason(response: Response) -> str:

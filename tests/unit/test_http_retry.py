@@ -148,3 +148,37 @@ def test_explain_says_what_happened() -> None:
         "Svc timed out (no answer within 0.5 s) after 1 attempt; "
         "it may be overloaded, try again later."
     )
+
+
+def test_a_name_that_does_not_resolve_is_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An offline machine: DNS fails at once, and seconds of backoff would not change that."""
+    import socket
+
+    import httpx
+    from langchain_core.tools import ToolException
+
+    from tools.http import get_json
+
+    asked: list[str] = []
+
+    def unresolved(self: httpx.Client, url: str, **kwargs: object) -> httpx.Response:
+        asked.append(url)
+        try:
+            raise socket.gaierror(-3, "Temporary failure in name resolution")
+        except socket.gaierror as exc:
+            raise httpx.ConnectError(str(exc)) from exc
+
+    monkeypatch.setattr(httpx.Client, "get", unresolved)
+    with pytest.raises(ToolException) as failed:
+        get_json(
+            "https://user:pw@geo.example/v1/search?name=x",
+            {},
+            service="Open-Meteo",
+            timeout_s=5,
+            retry_total_s=20,
+        )
+    assert len(asked) == 1
+    assert str(failed.value) == (
+        "cannot reach https://geo.example: its name does not resolve here (no network or DNS). "
+        "Retrying now will fail again; answer without it and say what is missing."
+    )
