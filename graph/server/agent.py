@@ -7,6 +7,13 @@ server), but the server reads the graph from the module's namespace, not by attr
 from __future__ import annotations
 
 from graph.builder import served_graph
+from graph.log import configure_logging
+from graph.settings import get_settings
+
+if (_settings := get_settings()).log_file or _settings.log_format == "json":
+    # Asked for: Ferry's own lines go to FERRY_LOG_FILE (or stderr as JSON lines), as from
+    # the CLI. Otherwise they go where the server sends every log.
+    configure_logging(_settings)
 
 graph = served_graph()
 """Ferry's graph with the built-in and MCP tools, compiled without a checkpointer."""

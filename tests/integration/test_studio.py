@@ -372,7 +372,9 @@ def test_studio_shows_the_schemas_and_decides_approvals_in_langchains_format(
 def test_studios_fork_and_the_clis_undo_and_fork_see_one_thread(
     cli: Ferry, tmp_path: Path, env: dict[str, str]
 ) -> None:
-    with langgraph_dev(tmp_path, env) as client:
+    log = tmp_path / "logs" / "ferry.jsonl"  # the server writes Ferry's log where it is told
+    server_env = {**env, "FERRY_LOG_FILE": str(log), "FERRY_LOG_FORMAT": "json"}
+    with langgraph_dev(tmp_path, server_env) as client:
         thread_id = client.threads.create()["thread_id"]
         assert ask_server(client, thread_id, "What is 2 + 3?") == "`2 + 3` = 5"
         assert ask_server(client, thread_id, "What is 7 * 6?") == "`7 * 6` = 42"
@@ -410,6 +412,9 @@ def test_studios_fork_and_the_clis_undo_and_fork_see_one_thread(
         kept = history("kept", env=env, cwd=tmp_path, run=cli)
         assert [m["content"] for m in kept][-1] == "`7 * 6` = 42"
     assert_every_call_answered_in_place(history(thread_id, env=env, cwd=tmp_path, run=cli))
+    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    calls = [e for e in logged if e.get("event") == "model_call"]
+    assert len(calls) >= 6 and {e.get("thread_id") for e in calls} == {thread_id}
 
 
 # --- memory across threads: the server, the CLI and the store API see the same ------------------
