@@ -48,6 +48,7 @@ def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryG
     from graph.settings import get_settings
     from graph.storage import open_saver
     from graph.storage.stores import open_store
+    from graph.storage.threads.reading import nothing_stored
 
     settings: Settings = get_settings()
     if getattr(args, "model", None):
@@ -58,7 +59,7 @@ def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryG
     tools: list[BaseTool] | None = None
     if not need_model:  # a command that only reads threads runs no tool: none to start or approve
         tools, settings = [], settings.model_copy(update={"approve_tools": ""})
-        if not settings.database_url and not settings.db.exists():  # and creates no file
+        if not settings.database_url and nothing_stored(settings.db):  # and creates none
             thread = getattr(args, "thread", None)
             raise UserError(f"unknown thread {thread!r} (see `ferry threads`)")
     with open_saver(settings) as saver, ExitStack() as stack:

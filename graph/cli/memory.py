@@ -18,11 +18,12 @@ def cmd_memory_list(args: argparse.Namespace) -> int:
     """List the user's memories, oldest first."""
     from graph.settings import get_settings
     from graph.storage.stores import open_store
+    from graph.storage.threads.reading import nothing_stored
     from tools.memory import memories
 
     settings = get_settings()
     kept = []
-    if settings.database_url or settings.db.exists():  # a listing creates no database
+    if settings.database_url or not nothing_stored(settings.db):  # a listing creates none
         with open_store(settings.db, settings.database_url) as store:
             kept = memories(store, settings.user)
     if args.json:

@@ -318,7 +318,9 @@ def test_tools_lists_every_tool_with_its_arguments(cli: Ferry, tmp_path: Path) -
     listed = one_json_object(succeeded(cli("tools", "--json", env=env, cwd=tmp_path)))["tools"]
     assert [t["name"] for t in listed] == [
         "web_search", "get_weather", "calculator", "read_file", "get_datetime",
+        "remember", "recall",
     ]  # fmt: skip
+    assert [t["source"] for t in listed[-2:]] == ["memory", "memory"]
     read_file = next(t for t in listed if t["name"] == "read_file")
     assert read_file["source"] == "built-in"
     assert [(a["name"], a["required"]) for a in read_file["arguments"]] == [

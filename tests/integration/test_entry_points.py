@@ -154,7 +154,7 @@ async def _async_run(entry: str, graph: Any, graph_input: Any) -> None:
 
 async def _served(server: OpenAIServer, graph_input: Any) -> list[BaseMessage]:
     """The run as langgraph-api makes it: the served graph copied with the server's saver."""
-    served = _compile(Settings(), model(server), TOOLS, None)
+    served = _compile(Settings(), model(server), TOOLS, None, None, memory=False)
     async with server_checkpointer() as saver:
         graph = served.copy(update={"checkpointer": saver})
         events = graph.astream_events(

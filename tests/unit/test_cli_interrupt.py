@@ -309,8 +309,8 @@ def test_a_second_ctrl_c_while_chat_handles_the_first_is_ignored_and_the_chat_go
 
     assert asked == ["first?", "second?"]
     err = capsys.readouterr().err
-    assert err.splitlines()[1:] == [
-        "ferry: answer cancelled; continue it with: ferry resume --thread t1, or ask on",
-        "",  # the end of input, on a line of its own
+    assert err.splitlines()[1:] == [  # stdin is not a terminal: the prompts are on stderr
+        "you> ferry: answer cancelled; continue it with: ferry resume --thread t1, or ask on",
+        "you> you> ",  # the end of input ends the last prompt's line
     ], err
     assert signal.getsignal(signal.SIGINT) is before

@@ -88,7 +88,7 @@ def listed_from_rows(path: Path) -> list[Summary] | None:
     None when a thread needs rebuilding (no current row, a sealed title, a file from before
     the rows) or the file cannot be read so: a saver's `list_threads` does it, and reports why.
     """
-    if not path.exists():
+    if nothing_stored(path):
         return []  # no file, no threads (and a listing creates none, nor its folder)
     uri = f"{path.absolute().as_uri()}?mode=rw"  # never creates the file; read-only if it is
     try:
@@ -104,6 +104,16 @@ def listed_from_rows(path: Path) -> list[Summary] | None:
         return None
     threads = [summary for row in rows if (summary := summary_of(row)) is not None]
     return _newest_first(threads) if len(threads) == len(rows) else None
+
+
+def nothing_stored(path: Path) -> bool:
+    """Whether no SQLite file is at `path` yet, nor a file where its folders should be.
+
+    Commands that only read say so without creating it; a file in a folder's place is left to
+    the saver, which names it.
+    """
+    folders = (path.parent, *path.parent.parents)
+    return not path.exists() and not any(f.exists() and not f.is_dir() for f in folders)
 
 
 def _newest_first(threads: list[Summary]) -> list[Summary]:
