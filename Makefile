@@ -8,7 +8,7 @@ BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 BENCH_ARGS ?=
 
-.PHONY: install run test lint bench bench-install lock clean
+.PHONY: install run test lint docs bench bench-install lock clean
 
 install: $(STAMP)
 
@@ -30,7 +30,11 @@ lint: install
 	$(BIN)/mypy --strict graph tools
 	$(BIN)/deptry .
 
-test: lint
+# The docs site, as `mkdocs serve` shows it: a broken link or page fails the build.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
+
+test: lint docs
 	$(BIN)/pytest -q
 
 bench-install: $(BENCH_STAMP)

@@ -30,13 +30,17 @@ def load_dotenv_file(path: Path | None = None) -> None:
 
 
 def _default_model() -> str:
+    """`openai:gpt-4.1-mini` with `OPENAI_API_KEY`, else `offline`."""
     return "openai:gpt-4.1-mini" if os.environ.get("OPENAI_API_KEY") else "offline"
 
 
 class Settings(BaseSettings):
     """Per-run settings. Every field is an environment variable prefixed with `FERRY_`."""
 
-    model_config = SettingsConfigDict(env_prefix="FERRY_", frozen=True, extra="ignore")
+    # Each field's docstring is its description: the docs' settings reference is made from it.
+    model_config = SettingsConfigDict(
+        env_prefix="FERRY_", frozen=True, extra="ignore", use_attribute_docstrings=True
+    )
 
     model: str = Field(default_factory=_default_model)
     """Model spec: `offline`, `openai:<model>`, `anthropic:<model>` or `ollama:<model>`."""

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def changed_settings(settings: Settings) -> dict[str, str]:
-    """The settings whose value differs from the default, as `FERRY_NAME` → value."""
+    """The settings whose value differs from the default, as `FERRY_<NAME>` → value."""
     changed = {}
     for name, field in type(settings).model_fields.items():
         value = getattr(settings, name)

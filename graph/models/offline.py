@@ -27,7 +27,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from graph.compaction import SUMMARY_PROMPT, offline_summary
-from graph.models.planner import Intent, first_number, parse_intents
+from graph.models.planner import Intent, first_number, named_call, parse_intents
 from graph.policy.fence import unfenced
 
 HELP = (
@@ -120,7 +120,9 @@ class OfflineModel(BaseChatModel):
         start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
         if start < 0:
             return AIMessage(HELP)
-        intents = parse_intents(messages[start].text, _previous_result(messages[:start]))
+        asked = messages[start].text
+        named = named_call(asked, self.tool_names)
+        intents = [named] if named else parse_intents(asked, _previous_result(messages[:start]))
         turn = messages[start + 1 :]
         calls = [c for m in turn if isinstance(m, AIMessage) for c in m.tool_calls]
         if not calls:

@@ -1,13 +1,15 @@
 """The offline planner's reading of a question: which tools to call, and with what.
 
 Deliberately small and literal. It recognises arithmetic, "weather in X", date/time (optionally
-"in <zone>"), "read <file>", "search …", "remember that …" and "what do you remember (about …)";
-anything else is left to the caller to decline.
+"in <zone>"), "read <file>", "search …", "remember that …" and "what do you remember (about …)",
+and any tool called by its name (`named_call`); anything else is left to the caller to decline.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import zoneinfo
 from dataclasses import dataclass
 from functools import cache
@@ -140,6 +142,43 @@ def parse_intents(text: str, previous_result: str | None = None) -> list[Intent]
             expression = f"{previous_result} {follow_up.group('op')} {follow_up.group('n')}"
             found.append((0, Intent("calculator", {"expression": expression})))
     return [intent for _, intent in sorted(found, key=lambda pair: pair[0])]
+
+
+_NAMED = re.compile(r"^\s*(?:(?:call|use)\s+)?(?P<name>[A-Za-z_][\w-]*)(?:\s+(?P<args>.+?))?\s*$")
+
+
+def named_call(text: str, tool_names: tuple[str, ...]) -> Intent | None:
+    """A call of a tool by its name: `create_ticket title="printer jam"` or `NAME {json}`.
+
+    How the offline model calls tools it has no words for (yours, an MCP server's): the
+    question is the tool's name, then its arguments as JSON or as `key=value` pairs (a value
+    that reads as a number is one). None when the question is not such a call.
+    """
+    match = _NAMED.match(text)
+    if match is None or match.group("name") not in tool_names:
+        return None
+    given = (match.group("args") or "").strip()
+    if given.startswith("{"):
+        try:
+            args = json.loads(given)
+        except ValueError:
+            return None
+        return Intent(match.group("name"), args) if isinstance(args, dict) else None
+    try:
+        words = shlex.split(given)
+    except ValueError:
+        return None
+    if not all("=" in word for word in words):
+        return None
+    pairs = (word.split("=", 1) for word in words)
+    return Intent(match.group("name"), {key: _value(value) for key, value in pairs})
+
+
+def _value(text: str) -> object:
+    try:
+        return json.loads(text) if _NUMBER.fullmatch(text) else text
+    except ValueError:
+        return text
 
 
 def first_number(text: str) -> str | None:

@@ -1,7 +1,7 @@
 """What a worker takes from a turn's input: each field checked, anything else refused.
 
 Whoever can start a workflow on Ferry's namespace and task queue hands the workers any input
-they like (README, "Scaling out on Temporal"), so none of it is trusted. The workflow checks
+they like (docs/temporal.md), so none of it is trusted. The workflow checks
 the turn's input as its run starts, before it computes a deadline from it (`turn_input`); each
 step checks what depends on the worker's own settings, its time budget and the models it runs
 (`check_step`). A refusal is a non-retryable `ApplicationError` naming the field and what is

@@ -127,7 +127,7 @@ def test_a_foreign_type_is_refused_at_put_and_the_thread_keeps_its_last_checkpoi
         assert str(error.value) == (
             "refused to store a value of type test_stored_types.Receipt: Ferry would refuse to "
             "load it on every later read; to store it, pass its class in "
-            "FerrySerializer(allowed_types=[...]) (README: Stored data)"
+            "FerrySerializer(allowed_types=[...]) (docs/threads.md: Stored data)"
         )
     reopened = _saver(tmp_path)
     found = reopened.get_tuple({"configurable": {"thread_id": "t1"}})

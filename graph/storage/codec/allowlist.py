@@ -94,7 +94,7 @@ class Unpacker:
             raise UnstorableValueError(
                 f"refused to store a value of type {exc.type_name}: Ferry would refuse to "
                 "load it on every later read; to store it, pass its class in "
-                "FerrySerializer(allowed_types=[...]) (README: Stored data)"
+                "FerrySerializer(allowed_types=[...]) (docs/threads.md: Stored data)"
             ) from None
 
     def _unpacked(self, data: bytes, hook: Callable[[int, bytes], Any], option: int | None) -> Any:
