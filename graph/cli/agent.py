@@ -48,7 +48,6 @@ def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryG
     from graph.settings import get_settings
     from graph.storage import open_saver
     from graph.storage.stores import open_store
-    from graph.storage.threads.reading import nothing_stored
 
     settings: Settings = get_settings()
     if getattr(args, "model", None):
@@ -59,9 +58,6 @@ def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryG
     tools: list[BaseTool] | None = None
     if not need_model:  # a command that only reads threads runs no tool: none to start or approve
         tools, settings = [], settings.model_copy(update={"approve_tools": ""})
-        if not settings.database_url and nothing_stored(settings.db):  # and creates none
-            thread = getattr(args, "thread", None)
-            raise UserError(f"unknown thread {thread!r} (see `ferry threads`)")
     with open_saver(settings) as saver, ExitStack() as stack:
         # A turn may remember and recall: its store beside the threads (none to read them).
         store = (
@@ -77,6 +73,16 @@ def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryG
 
             graph = graph.with_config(configurable={WAIT_FOR_THREAD: True})
         yield graph
+
+
+def refuse_without_database(args: argparse.Namespace) -> None:
+    """A command that reads a named thread, where no database is yet: one line, nothing created."""
+    from graph.settings import get_settings
+    from graph.storage.threads.reading import nothing_stored
+
+    settings = get_settings()
+    if not settings.database_url and nothing_stored(settings.db):
+        raise UserError(f"unknown thread {args.thread!r} (see `ferry threads`)")
 
 
 def thread_config(thread_id: str) -> RunnableConfig:
@@ -269,6 +275,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     from graph.runs.report import nothing_done, pending_approvals_of
 
+    refuse_without_database(args)
     with open_graph(args, need_model=True) as graph:
         state = existing_state(graph, args.thread)
         if args.approve or args.reject is not None:

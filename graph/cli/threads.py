@@ -15,6 +15,7 @@ from graph.cli.agent import (
     existing_state,
     open_graph,
     print_json,
+    refuse_without_database,
     thread_config,
 )
 from graph.controls import printable
@@ -28,6 +29,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     """Show every stored message of a thread (escaped for the terminal unless `--json`)."""
     from graph.storage.threads.reading import message_record
 
+    refuse_without_database(args)
     if args.checkpoints:
         return _checkpoints(args)
     with open_graph(args, need_model=False) as graph:
@@ -78,6 +80,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
     """Start a new thread from a thread as it was at one of its checkpoints."""
     from graph.threads.travel import fork
 
+    refuse_without_database(args)
     with open_graph(args, need_model=False) as graph:
         new = fork(graph, args.thread, args.at, args.to)
         paused = graph.get_state(thread_config(new)).next == ("check",)
@@ -97,6 +100,7 @@ def cmd_undo(args: argparse.Namespace) -> int:
     """Take back a thread's last turn; what its tools did is not undone."""
     from graph.threads.travel import undo
 
+    refuse_without_database(args)
     with open_graph(args, need_model=False) as graph:
         old_head, question = undo(graph, args.thread)
     if args.json:
