@@ -5,11 +5,10 @@ What it reports is computed from what it stored (graph/runs/report.py).
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TextIO, cast
+from typing import Any, TextIO, cast
 
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -20,17 +19,8 @@ from graph.cli.interrupt import run_in_background
 from graph.controls import printable
 from graph.guards import unanswered_calls
 from graph.nodes import RunContext
+from graph.runs.progress import call_line, record_update
 from graph.runs.report import pending_approvals_of
-
-
-class Notes(Protocol):
-    """Where a run's progress goes: a `Progress`, or a Temporal step's output (graph/temporal)."""
-
-    def reply(self, message: AIMessage) -> None:
-        """Show one model reply, whole, before the lines of the calls it asks for."""
-
-    def note(self, line: str) -> None:
-        """Show one progress line."""
 
 
 @dataclass
@@ -70,36 +60,6 @@ class Progress:
             self.end_answer()  # a tool line must not land in the middle of a streamed sentence
             self.err.write(printable(line) + "\n")
             self.err.flush()
-
-
-def _args(args: dict[str, Any]) -> str:
-    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
-    return text if len(text) <= 120 else text[:117] + "..."
-
-
-def record_update(node: str, update: Any, progress: Notes) -> None:
-    """Show one node's streamed update in `progress` (what it reports is stored: graph/runs).
-
-    Tasks of one node that finish in the same tick (parallel tool calls) arrive as one list.
-    """
-    for one in update if isinstance(update, list) else [update]:
-        if isinstance(one, dict):
-            _record(node, one, progress)
-
-
-def _record(node: str, update: dict[str, Any], progress: Notes) -> None:
-    for message in update.get("messages") or []:
-        if isinstance(message, AIMessage) and node == "call_model":
-            progress.reply(message)
-            for call in message.tool_calls:
-                progress.note(f"→ {call['name']}({_args(call['args'])})")
-        elif isinstance(message, ToolMessage):
-            ms = message.response_metadata.get("duration_ms")
-            took = f" {ms} ms" if ms is not None else ""
-            if message.status == "error":
-                progress.note(f"✗ {message.name}{took}: {message.text.splitlines()[0]}")
-            else:
-                progress.note(f"✓ {message.name}{took}")
 
 
 def stream_run(
@@ -157,4 +117,4 @@ def announce_resumed_calls(state: Any, progress: Progress, *, decided: bool) -> 
     held = set() if decided else {call["id"] for call in pending_approvals_of(state)}
     for call in unanswered_calls(state.values.get("messages") or []):
         if call["id"] not in finished | held:
-            progress.note(f"→ {call['name']}({_args(call['args'])})")
+            progress.note(call_line(call))

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, cast
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langgraph.types import Command
 
-from graph.cli.render import record_update
 from graph.run import CAN_APPROVE, RunContext
+from graph.runs.progress import record_update
 from graph.runs.report import message_ids, pending_approvals_of, turn_report
 from graph.temporal.shapes import END, STEP, StepInput, StepSummary
 from graph.threads.lease import WAIT_FOR_THREAD
