@@ -43,7 +43,9 @@ class Settings(BaseSettings):
     )
 
     model: str = Field(default_factory=_default_model)
-    """Model spec: `offline`, `openai:<model>`, `anthropic:<model>` or `ollama:<model>`."""
+    """Model spec: `offline`, `openai:<model>`, `anthropic:<model>` or `ollama:<model>`; several,
+    comma-separated, fall back from each to the next when one is unavailable (connection error,
+    timeout, 429, 5xx), the one that failed passed over for a minute."""
     db: Path = Path(".ferry/ferry.db")
     """SQLite checkpoint file."""
     database_url: str | None = None

@@ -57,10 +57,20 @@ _EXTRAS = {"anthropic": "langchain_anthropic", "ollama": "langchain_ollama"}
 def make_model(spec: str) -> BaseChatModel:
     """Build the chat model named by `spec` (`offline`, `openai:gpt-4.1-mini`, …).
 
+    A comma-separated list is one model that falls back from each to the next
+    (graph/models/fallback.py).
+
     Raises:
         ConfigError: The spec is not understood, its optional extra is not installed, or its
             API key is not set.
     """
+    if "," in spec:  # several: the next when one is unavailable
+        specs = [part.strip() for part in spec.split(",") if part.strip()]
+        if len(specs) > 1:
+            from graph.models.fallback import FallbackModel
+
+            return FallbackModel(specs=specs, models=[make_model(s) for s in specs])
+        spec = specs[0] if specs else ""
     provider, _, name = spec.partition(":")
     if provider == "offline":
         from graph.models.offline import OfflineModel

@@ -56,6 +56,7 @@ def turn_report(thread_id: str, state: Any, before: Collection[str]) -> dict[str
         "answer": answer_of(messages) if values.get("stop_reason") and not pending else "",
         "stop_reason": "awaiting_approval" if pending else values.get("stop_reason"),
         "model_calls": len(replies),
+        "models": [_model_of(reply) for reply in replies],
         "tool_calls": [
             {
                 "id": r.tool_call_id,
@@ -73,6 +74,13 @@ def turn_report(thread_id: str, state: Any, before: Collection[str]) -> dict[str
         shown = ("id", "name", "args", "description")
         report["pending_approvals"] = [{k: p[k] for k in shown if k in p} for p in pending]
     return report
+
+
+def _model_of(reply: AIMessage) -> str | None:
+    """Which model wrote a reply: the spec a fallback chose, else the provider's model name."""
+    metadata = reply.response_metadata
+    named = metadata.get("ferry_model") or metadata.get("model_name") or metadata.get("model")
+    return str(named) if named else None
 
 
 def nothing_done(thread_id: str, state: Any) -> dict[str, Any]:

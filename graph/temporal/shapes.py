@@ -71,6 +71,8 @@ class StepSummary:
     """`STEP` or `END`."""
     model_calls: int = 0
     """The invocation's so far, read from the stored thread (graph/runs/report.py)."""
+    models: list[str | None] = field(default_factory=list)
+    """Which model wrote each of those replies."""
     usage: dict[str, int] = field(default_factory=dict)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     """`--json`'s entries for the calls the invocation answered so far."""
@@ -97,7 +99,9 @@ class Progress:
     """`ask --json`'s object, once the turn stopped or paused."""
 
 
-REPORT_KEYS = ("thread_id", "answer", "stop_reason", "model_calls", "tool_calls", "usage")
+REPORT_KEYS = (
+    *("thread_id", "answer", "stop_reason", "model_calls", "models", "tool_calls", "usage"),
+)
 CALL_KEYS = ("id", "name", "args", "status", "duration_ms")
 PENDING_KEYS = ("id", "name", "args", "description")
 

@@ -231,6 +231,7 @@ def _summary(
     return StepSummary(
         next=after,
         model_calls=report["model_calls"],
+        models=report["models"],
         usage=report["usage"],
         tool_calls=report["tool_calls"],
         output=output.items(),

@@ -163,6 +163,7 @@ class FerryTurn:
             "answer": summary.answer,
             "stop_reason": "awaiting_approval" if paused else summary.stop_reason,
             "model_calls": summary.model_calls,  # the invocation's, read from the thread
+            "models": summary.models,
             "tool_calls": summary.tool_calls,
             "usage": summary.usage,
         }

@@ -37,7 +37,9 @@ from tests.temporal.helpers import start_worker, still_running, stop, wait_until
 from tests.temporal.worker_process import tool_log
 
 CALC = openai_tool_calls(("calculator", {"expression": "6 * 7"}))
-REPORT_KEYS = ["thread_id", "answer", "stop_reason", "model_calls", "tool_calls", "usage"]
+REPORT_KEYS = [
+    *("thread_id", "answer", "stop_reason", "model_calls", "models", "tool_calls", "usage"),
+]
 
 
 @pytest.fixture
