@@ -69,11 +69,42 @@ def turn_report(thread_id: str, state: Any, before: Collection[str]) -> dict[str
             if isinstance(r, ToolMessage)
         ],
         "usage": usage,
+        "thread_usage": thread_usage(messages),
     }
     if pending:
         shown = ("id", "name", "args", "description")
         report["pending_approvals"] = [{k: p[k] for k in shown if k in p} for p in pending]
     return report
+
+
+def thread_usage(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+    """What the whole thread used, from its stored replies (the usage ledger).
+
+    Tokens in and out, and read from and written to providers' prompt caches, in all and by
+    model. Read from the thread, it survives a resume and works on every saver.
+    """
+    total = _ledger_row()
+    by_model: dict[str, dict[str, int]] = {}
+    for reply in messages:
+        if not isinstance(reply, AIMessage) or reply.response_metadata.get("ferry_guard"):
+            continue
+        row = by_model.setdefault(_model_of(reply) or "unknown", _ledger_row())
+        usage: dict[str, Any] = dict(reply.usage_metadata or {})
+        details = usage.get("input_token_details") or {}
+        counts = {
+            **token_usage(reply),
+            "cache_read_tokens": int(details.get("cache_read") or 0),
+            "cache_creation_tokens": int(details.get("cache_creation") or 0),
+        }
+        for key, tokens in counts.items():
+            row[key] += tokens
+            total[key] += tokens
+    return {**total, "by_model": by_model}
+
+
+def _ledger_row() -> dict[str, int]:
+    keys = ("input_tokens", "output_tokens", "total_tokens")
+    return dict.fromkeys((*keys, "cache_read_tokens", "cache_creation_tokens"), 0)
 
 
 def _model_of(reply: AIMessage) -> str | None:

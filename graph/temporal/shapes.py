@@ -73,6 +73,8 @@ class StepSummary:
     """The invocation's so far, read from the stored thread (graph/runs/report.py)."""
     models: list[str | None] = field(default_factory=list)
     """Which model wrote each of those replies."""
+    thread_usage: dict[str, Any] = field(default_factory=dict)
+    """What the whole thread used so far, by model (graph/runs/report.py)."""
     usage: dict[str, int] = field(default_factory=dict)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     """`--json`'s entries for the calls the invocation answered so far."""
@@ -101,6 +103,7 @@ class Progress:
 
 REPORT_KEYS = (
     *("thread_id", "answer", "stop_reason", "model_calls", "models", "tool_calls", "usage"),
+    "thread_usage",
 )
 CALL_KEYS = ("id", "name", "args", "status", "duration_ms")
 PENDING_KEYS = ("id", "name", "args", "description")

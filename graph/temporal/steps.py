@@ -232,6 +232,7 @@ def _summary(
         next=after,
         model_calls=report["model_calls"],
         models=report["models"],
+        thread_usage=report["thread_usage"],
         usage=report["usage"],
         tool_calls=report["tool_calls"],
         output=output.items(),

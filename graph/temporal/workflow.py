@@ -166,6 +166,7 @@ class FerryTurn:
             "models": summary.models,
             "tool_calls": summary.tool_calls,
             "usage": summary.usage,
+            "thread_usage": summary.thread_usage,
         }
         if paused:
             report["pending_approvals"] = summary.pending_approvals

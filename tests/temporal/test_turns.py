@@ -61,6 +61,7 @@ def test_a_temporal_turn_is_stored_as_an_in_process_turn_and_replays(
     assert there[-1].text == ANSWER
     assert list(report) == [
         "thread_id", "answer", "stop_reason", "model_calls", "models", "tool_calls", "usage",
+        "thread_usage",
     ]  # fmt: skip
     assert report["thread_id"] == "there" and report["answer"] == ANSWER
     assert report["stop_reason"] == "answered" and report["model_calls"] == 2

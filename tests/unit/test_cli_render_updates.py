@@ -54,7 +54,14 @@ def test_the_report_counts_what_the_invocation_stored_whoever_streamed_it() -> N
     from graph.runs.report import turn_report
 
     call = {"name": "calculator", "args": {"expression": "1+1"}, "id": "a", "type": "tool_call"}
-    earlier = [AIMessage("hello", id="r0", usage_metadata=_usage(5, 1))]
+    earlier = [
+        AIMessage(
+            "hello",
+            id="r0",
+            usage_metadata={**_usage(5, 1), "input_token_details": {"cache_read": 4}},
+            response_metadata={"model_name": "gpt-4.1-mini"},
+        )
+    ]
     turn = [
         AIMessage("", tool_calls=[call], id="r1", usage_metadata=_usage(10, 2)),
         ToolMessage("2", tool_call_id="a", name="calculator", id="t1"),
@@ -72,6 +79,15 @@ def test_the_report_counts_what_the_invocation_stored_whoever_streamed_it() -> N
         ("a", "calculator", "success")
     ]
     assert report["answer"] == "2"
+    # The thread's ledger: every stored reply, by model, with the prompt cache's share.
+    ledger = report["thread_usage"]
+    assert (ledger["input_tokens"], ledger["output_tokens"], ledger["cache_read_tokens"]) == (
+        35,
+        6,
+        4,
+    )
+    assert ledger["by_model"]["gpt-4.1-mini"]["cache_read_tokens"] == 4
+    assert ledger["by_model"]["unknown"]["input_tokens"] == 30
 
 
 def _usage(inputs: int, outputs: int) -> Any:
