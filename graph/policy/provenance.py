@@ -183,6 +183,14 @@ def _admitted_update(update: Sequence[Any], stored: StateSnapshot) -> StateUpdat
         raise ClientCommandError(
             "a state update may not name a task: which step a write completes is Ferry's to say"
         )
+    if (stored.values or {}).get("released_calls"):
+        # Released calls are spent at the next model call: until then, a write here could take
+        # a call's result away and send the call back to the tools under the same release.
+        raise ClientCommandError(
+            "a state update may not be written where released tool calls are pending or not "
+            "yet spent (between check and the model's next call): resume the thread first, or "
+            "write at the checkpoint before the model's reply"
+        )
     if "execute_tool" in {task.name for task in stored.tasks}:
         # Written (or copied) there, the checkpoint's released calls would run a second time
         # in the new branch: a release is spent once.
@@ -298,6 +306,49 @@ def _client_results(messages: list[BaseMessage], stored: StateSnapshot | None) -
     return {call_id for call_id in results if call_id in issued}
 
 
+def _refuse_edited_calls(messages: list[BaseMessage], stored: StateSnapshot | None) -> None:
+    """Refuse a write that removes or rewrites what Ferry stored of a tool call.
+
+    A client may edit what was said (Studio's edits of a user or assistant message), not which
+    calls a stored reply made, nor a stored result: either would leave a call with no result or
+    two, or send it back to the tools. A result must answer a call the thread or the same write
+    made: an orphan is a history no provider accepts.
+    """
+    stored_messages = (stored.values.get("messages") if stored else None) or []
+    by_id = {m.id: m for m in stored_messages if m.id}
+    issued = _issued_calls(stored)
+    brought = {c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+    for message in messages:
+        before = by_id.get(message.id) if message.id else None
+        if isinstance(message, RemoveMessage) and _carries_calls(before):
+            raise ClientWriteError(
+                f"message {message.id} holds tool calls or a tool result, which only Ferry "
+                "writes: it may not be removed (undo the turn instead: ferry undo)"
+            )
+        if isinstance(before, ToolMessage) and not isinstance(message, RemoveMessage):
+            raise ClientToolResultError(
+                f"message {message.id} is the result of tool call {before.tool_call_id}, which "
+                "only Ferry writes: it may not be replaced"
+            )
+        if isinstance(before, AIMessage) and isinstance(message, AIMessage):
+            if [c["id"] for c in before.tool_calls] != [c["id"] for c in message.tool_calls]:
+                raise ClientWriteError(
+                    f"message {message.id} is a reply whose tool calls Ferry answered: an edit "
+                    "may change what it says, not which calls it made"
+                )
+        if isinstance(message, ToolMessage) and message.tool_call_id not in {*issued, *brought}:
+            raise ClientToolResultError(
+                f"a tool result for call {message.tool_call_id} answers no call on this thread "
+                "or in the same write"
+            )
+
+
+def _carries_calls(message: BaseMessage | None) -> bool:
+    return isinstance(message, ToolMessage) or (
+        isinstance(message, AIMessage) and bool(message.tool_calls)
+    )
+
+
 def _refuse_reused_calls(messages: list[BaseMessage], stored: StateSnapshot | None) -> None:
     """Refuse a reply that reuses a call id: each id names one call, answered once.
 
@@ -327,6 +378,7 @@ def _refuse_reused_calls(messages: list[BaseMessage], stored: StateSnapshot | No
 
 
 def _refuse_client_results(messages: list[BaseMessage], stored: StateSnapshot | None) -> None:
+    _refuse_edited_calls(messages, stored)
     _refuse_reused_calls(messages, stored)
     made_up = _client_results(messages, stored)
     if made_up:
@@ -337,6 +389,7 @@ def _without_client_results(
     messages: list[BaseMessage], stored: StateSnapshot | None, ids: Mapping[str, Any]
 ) -> list[BaseMessage]:
     """`messages` without the results they make up; refused if nothing else is left."""
+    _refuse_edited_calls(messages, stored)
     _refuse_reused_calls(messages, stored)
     made_up = _client_results(messages, stored)
     if not made_up:

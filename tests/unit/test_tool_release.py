@@ -26,7 +26,7 @@ from langchain.agents.middleware.human_in_the_loop import (
     HITLResponse,
     RejectDecision,
 )
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, RemoveMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Send, StateUpdate
@@ -487,3 +487,61 @@ def test_a_command_is_read_once_and_only_what_was_checked_goes_on(
     values = agent.get_state(CONFIG).values
     assert values.get("tool_failures", {}).get("delete_file") != 7
     assert values.get("stop_reason") != "forged"
+
+
+def _approved_and_ran(
+    make_agent: Agent, scripted: Scripted, *later: AIMessage
+) -> tuple[Any, Any, Any]:
+    """A thread whose approved delete_file ran: the checkpoint just after it, and its result."""
+    agent = _paused(make_agent, scripted, answer("Deleted."), *later)
+    agent.invoke(Command(resume=HITLResponse(decisions=[ApproveDecision(type="approve")])), CONFIG)
+    assert RUNS == ["delete secret"]
+    ran = next(s for s in agent.get_state_history(CONFIG) if s.next == ("call_model",))
+    assert ran.values["released_calls"]  # spent only at the model's next call
+    return agent, ran.config, ran.values["messages"][-1]
+
+
+AFTER_THE_TOOL: dict[str, Callable[[Any], list[StateUpdate]]] = {
+    "its result removed, as check": lambda result: [
+        StateUpdate({"messages": [RemoveMessage(id=result.id)]}, "check")
+    ],
+    "its result replaced by one for another call": lambda result: [
+        StateUpdate({"messages": [ToolMessage("x", id=result.id, tool_call_id="other")]}, "check")
+    ],
+    "a copy carrying the removal": lambda result: [
+        StateUpdate([({"messages": [RemoveMessage(id=result.id)]}, "check")], "__copy__")
+    ],
+}
+
+
+@pytest.mark.parametrize("forgery", list(AFTER_THE_TOOL))
+def test_a_call_that_ran_is_not_sent_back_to_the_tools(
+    make_agent: Agent, scripted: Scripted, forgery: str
+) -> None:
+    agent, ran, result = _approved_and_ran(make_agent, scripted)
+    with pytest.raises(ClientWriteError):
+        agent.bulk_update_state(ran, [AFTER_THE_TOOL[forgery](result)])
+    agent.invoke(None, CONFIG)
+    assert RUNS == ["delete secret"]  # once, when it was approved
+
+
+def test_a_stored_result_or_call_is_never_rewritten_nor_an_orphan_result_taken(
+    make_agent: Agent, scripted: Scripted
+) -> None:
+    agent, _, result = _approved_and_ran(make_agent, scripted, answer("You're welcome."))
+    agent.invoke({"messages": [("user", "thanks")]}, CONFIG)
+    stored = agent.get_state(CONFIG).values["messages"]
+    reply = next(m for m in stored if isinstance(m, AIMessage) and m.tool_calls)
+    renamed = reply.model_copy(update={"tool_calls": [{**SECRET_CALL, "id": "call_new"}]})
+    orphan = ToolMessage("made up", tool_call_id="nobody_made_this")
+    for write in (
+        {"messages": [RemoveMessage(id=result.id)]},
+        {"messages": [RemoveMessage(id=reply.id)]},
+        {"messages": [renamed]},
+        {"messages": [orphan, ("user", "and this")]},
+    ):
+        with pytest.raises(ClientWriteError):
+            agent.update_state(CONFIG, write)
+    with pytest.raises(ClientWriteError):
+        agent.invoke({"messages": [orphan, ("user", "and this")]}, CONFIG)
+    assert agent.get_state(CONFIG).values["messages"] == stored
