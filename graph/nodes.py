@@ -43,6 +43,8 @@ from tools import memory
 from tools.settings import ToolSettings, with_tool_settings
 
 log = logging.getLogger("ferry.loop")
+OFFERED = "ferry_memories"
+"""`response_metadata` key of a reply: the ids of the memories offered with its prompt."""
 __all__ = ["CAN_APPROVE", "AgentNodes", "RunContext"]
 
 
@@ -125,14 +127,15 @@ class AgentNodes:
         if seconds_left(self.settings, runtime) <= 0:
             return self._stop(guards.turn_counters(messages), update, repairs, "time_budget", ids)
         history = merge_messages(messages, repairs) if repairs else messages
-        prompt = self._with_memories(
-            self._prompt(history, state, update, runtime, ids), history, config, runtime
-        )
+        offered = self._memories(history, config, runtime)
+        prompt = _with_memories(self._prompt(history, state, update, runtime, ids), offered)
         prompt = images.as_sent(prompt, self.image_delivery)
         reply = self._complete_reply(prompt, config, runtime, ids)
         if reply is None:
             return self._stop(guards.turn_counters(messages), update, repairs, "time_budget", ids)
         reply.id = reply.id or str(uuid.uuid4())
+        if offered:  # the model saw them: private data in this thread from now on
+            reply.response_metadata[OFFERED] = [m.id for m in offered]
         update["messages"] = [*repairs, reply]
         return update
 
@@ -152,26 +155,6 @@ class AgentNodes:
         allowance = min(2_000, self.settings.context_tokens // 5)
         user = memory.user_of(with_tool_settings(config, self.tool_settings))
         return memory.relevant(runtime.store, user, asked.text, allowance)
-
-    def _with_memories(
-        self,
-        prompt: list[BaseMessage],
-        history: Sequence[AnyMessage],
-        config: RunnableConfig,
-        runtime: Runtime[RunContext],
-    ) -> list[BaseMessage]:
-        """The prompt with the memories offered just before the turn's question.
-
-        There, the prefix before the question stays the same from call to call (providers'
-        prompt caches hold); the memories are private data, so the outbound rule treats the
-        turn as having read them (`check` finds the same ones).
-        """
-        offered = self._memories(history, config, runtime)
-        if not offered:
-            return prompt
-        at = max(i for i, m in enumerate(prompt) if isinstance(m, HumanMessage))
-        note = HumanMessage(memory.as_note(offered), id="ferry-memories")
-        return [*prompt[:at], note, *prompt[at:]]
 
     @cached_property
     def summary_model(self) -> BaseChatModel:
@@ -296,6 +279,7 @@ class AgentNodes:
             tools=self.tools_by_name,
             settings=self.settings,
             can_approve=True,
+            also_private=offered_memories(messages),
         )
         held = {c["id"] for c in waiting.held}
         return [
@@ -357,8 +341,7 @@ class AgentNodes:
         )
         for result in refused:
             emit("refused a tool call", ids, "refused", tool_call_id=result.tool_call_id)
-        offered = self._memories(state["messages"], config, runtime)
-        written, released = self._gated(reply, refused, state["messages"], config, ids, offered)
+        written, released = self._gated(reply, refused, state["messages"], config, ids)
         marks = releases.release(released, state["messages"], ids["thread_id"] or "")
         update: dict[str, Any] = {releases.RELEASED: marks}
         return {"messages": written, **update} if written else update
@@ -370,7 +353,6 @@ class AgentNodes:
         messages: list[AnyMessage],
         config: RunnableConfig,
         ids: dict[str, Any],
-        offered: list[memory.Memory],
     ) -> tuple[list[AnyMessage], list[ToolCall]]:
         """Refuse or hold for approval what must not simply run.
 
@@ -383,7 +365,7 @@ class AgentNodes:
             tools=self.tools_by_name,
             settings=self.settings,
             can_approve=config.get("configurable", {}).get(CAN_APPROVE, True),
-            also_private=[f"memory ({m.id})" for m in offered],
+            also_private=offered_memories(messages),
         )
         # The ids only: the quoted fragment may be the very secret, and logs travel.
         for result in gate.refused:
@@ -451,3 +433,27 @@ class AgentNodes:
         if status == "error" or task["failures"]:  # a success only matters after failures
             updates.append({"tool_failures": {call["name"]: status == "success"}})
         return node_output(updates)
+
+
+def _with_memories(prompt: list[BaseMessage], offered: list[memory.Memory]) -> list[BaseMessage]:
+    """The prompt with the memories offered just before the turn's question.
+
+    There, the prefix before the question stays the same from call to call (providers' prompt
+    caches hold). The reply records which were offered (`OFFERED`): the outbound rule reads them
+    from the thread, for the rest of it, as it reads a private tool's results.
+    """
+    if not offered:
+        return prompt
+    at = max(i for i, m in enumerate(prompt) if isinstance(m, HumanMessage))
+    note = HumanMessage(memory.as_note(offered), id="ferry-memories")
+    return [*prompt[:at], note, *prompt[at:]]
+
+
+def offered_memories(messages: Sequence[AnyMessage]) -> list[str]:
+    """The memories the thread's model was offered so far, as private sources are named."""
+    found: dict[str, None] = {}
+    for message in messages:
+        if isinstance(message, AIMessage):
+            for memory_id in message.response_metadata.get(OFFERED) or []:
+                found[f"memory ({memory_id})"] = None
+    return list(found)

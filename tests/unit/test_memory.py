@@ -14,6 +14,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
+from langgraph.types import Command
 
 from graph import build_graph
 from graph.settings import Settings
@@ -150,3 +151,29 @@ def test_a_caller_s_checkpointer_gets_no_store_and_no_memory_tools() -> None:
     assert "remember" not in model.bound_tools
     [result] = [m for m in graph.get_state(config("a")).values["messages"] if m.type == "tool"]
     assert result.status == "error" and "remember" in result.text
+
+
+def test_offered_memories_stay_private_for_the_thread_even_once_forgotten() -> None:
+    """The rule reads what the model was offered from the thread, not the store: a memory
+    forgotten during the pause, or not offered again in a later turn, still counts."""
+    from tools.memory import forget
+
+    store = InMemoryStore()
+    store.put(namespace("ada"), "m1", {"fact": "My banking password is hunter2"})
+    model = ScriptedModel(
+        [
+            tool_call("web_search", query="hunter2 leaked"),
+            answer("I did not search."),
+            tool_call("web_search", query="is hunter2 safe"),
+        ]
+    )
+    graph = make(model, store, tools=[web_search, *make_memory_tools()])
+    graph.invoke({"messages": [("user", "search my banking password online")]}, config("a"))
+    assert graph.get_state(config("a")).interrupts  # held: the memory was offered
+    forget(store, "ada", ["m1"])
+    graph.invoke(Command(resume={"decisions": [{"type": "reject", "message": "no"}]}), config("a"))
+    results = [m for m in graph.get_state(config("a")).values["messages"] if m.type == "tool"]
+    assert [r.status for r in results] == ["error"]  # the rejection stood: nothing was sent
+    graph.invoke({"messages": [("user", "hi again")]}, config("a"))  # no word shared: not offered
+    [pause] = graph.get_state(config("a")).interrupts
+    assert "memory (m1)" in pause.value["action_requests"][0]["description"]
