@@ -22,6 +22,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot, StateUpdate
 
+from graph.guards import unanswered_calls
 from graph.threads.lease import holding
 
 
@@ -99,18 +100,34 @@ def fork(
     with holding(graph, config):
         if graph.get_state(config).values:
             raise TravelError(f"thread {target} exists already: fork into a new id")
-        # Written as the node that leads to what came next at the checkpoint: check ends the
-        # turn (its stop reason is copied) or, as the model, check runs next.
-        as_node = "call_model" if snapshot.next == ("check",) else "check"
-        if snapshot.next == ("call_model",):
-            as_node = "execute_tool"
+        as_node = _leading_to(snapshot)
         copied = {
             "messages": values["messages"],
             "stop_reason": values.get("stop_reason"),
             "summary": values.get("summary"),  # the compaction reused, not recomputed
         }
         CompiledStateGraph.bulk_update_state(graph, config, [[StateUpdate(copied, as_node)]])
+        if "execute_tool" in graph.get_state(config).next:  # never past check: not ours to make
+            graph.checkpointer.delete_thread(target)  # type: ignore[union-attr]
+            raise TravelError(
+                f"checkpoint {checkpoint_id} cannot be forked: its calls were released"
+            )
     return target
+
+
+def _leading_to(snapshot: StateSnapshot) -> str:
+    """The node the fork writes as, so that what comes next is what came next there.
+
+    Calls without a result (a pause) are decided by `check` again; a finished turn ends (its
+    stop reason is copied); otherwise the model is asked next. An input checkpoint holds the
+    state before its input: as the turn it ends.
+    """
+    messages = snapshot.values.get("messages") or []
+    if snapshot.next == ("check",) or unanswered_calls(messages):
+        return "call_model"
+    if snapshot.next == ("call_model",):
+        return "execute_tool"
+    return "check" if snapshot.values.get("stop_reason") else "execute_tool"
 
 
 def undo(graph: CompiledStateGraph[Any, Any, Any, Any], thread_id: str) -> tuple[str, str]:
@@ -124,15 +141,17 @@ def undo(graph: CompiledStateGraph[Any, Any, Any, Any], thread_id: str) -> tuple
         head = line[-1]
         messages = head.values.get("messages") or []
         asked = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+        question = messages[asked[-1]] if asked else None
         # The turn started at the last checkpoint without its question: a run's input, or a
         # message written as an edit (Studio's fork). Input checkpoints hold their input as
-        # pending writes, not yet in their messages: they are not where a turn stands.
+        # pending writes, not yet in their messages: they are not where a turn stands. By id:
+        # results filed in earlier blocks (a repaired pause) move the question's position.
         before = [
             s
             for s in line
-            if asked
+            if question is not None
             and (s.metadata or {}).get("source") != "input"
-            and len(s.values.get("messages") or []) <= asked[-1]
+            and question.id not in {m.id for m in s.values.get("messages") or []}
         ]
         if not before:  # no turn, or the first one: there is nothing before it to go back to
             raise TravelError(

@@ -181,3 +181,39 @@ def test_a_fork_that_cannot_be_made_is_refused_in_one_line(
         fork(agent, "a", at, to="a" if where == "into a taken id" else None)
     assert RUNS == ["peek a"]
     assert [c.checkpoint_id for c in checkpoints(agent, "a")] == [c.checkpoint_id for c in listed]
+
+
+def _paused_then_asked_on(make_agent: Agent, scripted: Scripted, *later: Any) -> Any:
+    """Thread "a": delete b paused for approval, then a new question answered it "not run"."""
+    model = scripted([tool_call("delete_file", path="b"), answer("ok, hello"), *later])
+    agent = make_agent(model, approve_tools="delete_file")
+    agent.invoke({"messages": [("user", "delete b")]}, config("a"))
+    agent.invoke({"messages": [("user", "never mind, hello")]}, config("a"))
+    return agent, model
+
+
+def test_undo_after_a_repaired_pause_takes_the_question_back(
+    make_agent: Agent, scripted: Scripted
+) -> None:
+    """The "not run" result filed before the question moves its position: undo finds the
+    turn's start by the question's id."""
+    agent, model = _paused_then_asked_on(make_agent, scripted, answer("third"))
+    _, question = undo(agent, "a")
+    assert question == "never mind, hello"
+    assert "never mind, hello" not in [text for _, text in texts(agent, "a")]
+    agent.invoke({"messages": [("user", "third question")]}, config("a"))
+    assert "never mind, hello" not in [m.text for m in model.calls[-1]]
+    assert RUNS == []
+
+
+def test_a_fork_at_the_input_after_a_pause_pauses_again(
+    make_agent: Agent, scripted: Scripted
+) -> None:
+    agent, _ = _paused_then_asked_on(make_agent, scripted)
+    inputs = [c for c in checkpoints(agent, "a") if c.happened == "new input"]
+    new = fork(agent, "a", inputs[-1].checkpoint_id)  # the state before "never mind, hello"
+    assert agent.get_state(config(new)).next == ("check",)  # decided again, not run
+    agent.invoke(None, config(new))
+    [pause] = agent.get_state(config(new)).interrupts
+    assert [r["args"] for r in pause.value["action_requests"]] == [{"path": "b"}]
+    assert RUNS == []
