@@ -38,13 +38,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     summary = state.values.get("summary")
     compacted = set(summary["compactions"]) if summary else set()
     if args.json:
-        from graph.runs.report import thread_usage
-
-        report: dict[str, object] = {
-            "thread_id": args.thread,
-            "messages": records,
-            "usage": thread_usage(state.values.get("messages", [])),
-        }
+        report: dict[str, object] = {"thread_id": args.thread, "messages": records}
         if summary:  # where the model was sent a summary of the messages before, and which
             report["compactions"] = [{"before_message": n} for n in summary["compactions"]]
             report["summary"] = summary["text"]
