@@ -65,8 +65,9 @@ def user_of(config: RunnableConfig | None) -> str:
 
 def memories(store: BaseStore, user: str) -> list[Memory]:
     """Every memory of `user`, oldest first."""
-    items = store.search(namespace(user), limit=_LISTED)
-    return sorted((Memory.of(item) for item in items), key=lambda m: (m.created_at, m.id))
+    items = store.search(namespace(user), limit=_LISTED)  # a prefix: deeper ones are not theirs
+    own = [item for item in items if tuple(item.namespace) == namespace(user)]
+    return sorted((Memory.of(item) for item in own), key=lambda m: (m.created_at, m.id))
 
 
 def relevant(store: BaseStore, user: str, question: str, max_chars: int) -> list[Memory]:

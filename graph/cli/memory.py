@@ -49,14 +49,17 @@ def cmd_memory_forget(args: argparse.Namespace) -> int:
     """Forget memories by id, or all of them."""
     from graph.settings import get_settings
     from graph.storage.stores import open_store
+    from graph.storage.threads.reading import nothing_stored
     from tools.memory import forget, memories
 
     if bool(args.ids) == args.all:
         raise UsageError("ferry memory forget: give memory ids (see ferry memory list) or --all")
     settings = get_settings()
-    with open_store(settings.db, settings.database_url) as store:
-        ids = [m.id for m in memories(store, settings.user)] if args.all else args.ids
-        gone = forget(store, settings.user, ids)
+    ids, gone = list(args.ids), []
+    if settings.database_url or not nothing_stored(settings.db):  # none to forget otherwise
+        with open_store(settings.db, settings.database_url) as store:
+            ids = [m.id for m in memories(store, settings.user)] if args.all else ids
+            gone = forget(store, settings.user, ids)
     unknown = sorted(set(ids) - set(gone))
     if args.json:
         print_json({"user": settings.user, "forgotten": gone, "unknown": unknown})

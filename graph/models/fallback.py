@@ -24,7 +24,8 @@ from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.constants import TAG_NOSTREAM
 from pydantic import ConfigDict, Field
 
 log = logging.getLogger("ferry.loop")
@@ -109,7 +110,7 @@ class FallbackModel(BaseChatModel):
         last: BaseException | None = None
         for spec, model in self._attempts():
             try:
-                reply = model.invoke(messages, stop=stop, **kwargs)
+                reply = model.invoke(messages, _inner(run_manager), stop=stop, **kwargs)
             except Exception as exc:
                 if not unavailable(exc):
                     raise
@@ -131,12 +132,10 @@ class FallbackModel(BaseChatModel):
         for spec, model in self._attempts():
             started = False
             try:
-                for chunk in model.stream(messages, stop=stop, **kwargs):
+                for chunk in model.stream(messages, _inner(run_manager), stop=stop, **kwargs):
                     started = True
-                    out = ChatGenerationChunk(message=chunk)
-                    if run_manager:
-                        run_manager.on_llm_new_token(str(chunk.text), chunk=out)
-                    yield out
+                    # This run's id, and this run streams it (BaseChatModel.stream does both).
+                    yield ChatGenerationChunk(message=chunk.model_copy(update={"id": None}))
             except Exception as exc:
                 if started or not unavailable(exc):
                     raise
@@ -159,6 +158,14 @@ class FallbackModel(BaseChatModel):
             extra={"event": "model_fallback", "model": spec},
         )
         return exc
+
+
+def _inner(run_manager: CallbackManagerForLLMRun | None) -> RunnableConfig:
+    """The config of a call to one of the models: under this run, its tokens not streamed.
+
+    This run streams them: streamed by both, a reply would show twice.
+    """
+    return {"callbacks": run_manager.get_child() if run_manager else None, "tags": [TAG_NOSTREAM]}  # type: ignore[attr-defined]
 
 
 def _written_by(reply: AIMessage, spec: str) -> AIMessage:

@@ -66,3 +66,16 @@ def test_a_request_the_provider_refuses_is_not_retried_elsewhere(
     assert done.returncode == 1
     assert anthropic.message_requests() == []
     assert len(openai.chat_requests()) == 1
+
+
+def test_the_answer_streams_once_from_the_model_that_wrote_it(
+    cli: Ferry, tmp_path: Path, servers: tuple[OpenAIServer, AnthropicServer]
+) -> None:
+    openai, anthropic = servers
+    openai.fail_next(Reply(503, {"error": {"message": "down"}}, {"Retry-After": "0"}), times=10)
+    anthropic.script([anthropic_answer("Ferries carry people across water.")])
+    done = succeeded(
+        cli("ask", "What is a ferry?", env=_env(tmp_path, openai, anthropic), cwd=tmp_path)
+    )
+    assert done.stdout == "Ferries carry people across water.\n"
+    assert "cut short" not in done.stderr
