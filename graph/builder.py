@@ -97,9 +97,9 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
 
 
 def _names_checkpoint(config: RunnableConfig, stored: Any) -> bool:
-    """Whether a run starts from a checkpoint its config names (a replay), with tools next."""
+    """Whether a run starts from a checkpoint its config names (perhaps a replay)."""
     named = (config or {}).get("configurable", {}).get("checkpoint_id")
-    return bool(named and stored and any(t.name == "execute_tool" for t in stored.tasks))
+    return bool(named and stored)
 
 
 def _head(config: RunnableConfig) -> RunnableConfig:

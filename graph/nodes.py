@@ -32,6 +32,7 @@ from graph.execution import node_output, results_of, run_call, tool_node
 from graph.models import images, make_model
 from graph.models.calls import ModelTimeout, ReplyCutShort, cut_short, invoke_within
 from graph.policy import approval, releases
+from graph.policy.provenance import OFFERED
 from graph.prompt import bounded
 from graph.routing import ToolTask
 from graph.run import CAN_APPROVE, RunContext, emit, run_ids, seconds_left
@@ -43,8 +44,6 @@ from tools import memory
 from tools.settings import ToolSettings, with_tool_settings
 
 log = logging.getLogger("ferry.loop")
-OFFERED = "ferry_memories"
-"""`response_metadata` key of a reply: the ids of the memories offered with its prompt."""
 __all__ = ["CAN_APPROVE", "AgentNodes", "RunContext"]
 
 

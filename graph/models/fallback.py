@@ -161,11 +161,12 @@ class FallbackModel(BaseChatModel):
 
 
 def _inner(run_manager: CallbackManagerForLLMRun | None) -> RunnableConfig:
-    """The config of a call to one of the models: under this run, its tokens not streamed.
+    """The config of a call to one of the models: its tokens not streamed.
 
-    This run streams them: streamed by both, a reply would show twice.
+    This run streams them: streamed by both, a reply would show twice. (Under the node's run,
+    from the context, as any call inside it.)
     """
-    return {"callbacks": run_manager.get_child() if run_manager else None, "tags": [TAG_NOSTREAM]}  # type: ignore[attr-defined]
+    return {"tags": [TAG_NOSTREAM]}
 
 
 def _written_by(reply: AIMessage, spec: str) -> AIMessage:

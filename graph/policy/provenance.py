@@ -61,6 +61,8 @@ from graph.threads.lifecycle import continuation, finished_results
 
 log = logging.getLogger("ferry.loop")
 
+OFFERED = "ferry_memories"
+"""`response_metadata` key of a reply: the memories offered with its prompt (graph/nodes.py)."""
 EDITABLE = frozenset({"messages"})
 """The state keys a client may write: the conversation. Ferry's bookkeeping is its own."""
 NODES = frozenset({"call_model", "check", "execute_tool"})
@@ -286,10 +288,10 @@ def _issued_calls(stored: StateSnapshot | None) -> dict[str, str]:
     """Every call on the stored thread, by id: Ferry answers each of them, and once."""
     messages = (stored.values.get("messages") if stored else None) or []
     return {
-        call["id"] or "": call["name"]
+        call["id"] or "": call["name"] or ""
         for message in messages
         if isinstance(message, AIMessage)
-        for call in message.tool_calls
+        for call in [*message.tool_calls, *message.invalid_tool_calls]
     }
 
 
@@ -317,30 +319,53 @@ def _refuse_edited_calls(messages: list[BaseMessage], stored: StateSnapshot | No
     stored_messages = (stored.values.get("messages") if stored else None) or []
     by_id = {m.id: m for m in stored_messages if m.id}
     issued = _issued_calls(stored)
-    brought = {c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+    brought = {call_id for m in messages for call_id in _call_ids(m)}
     for message in messages:
         before = by_id.get(message.id) if message.id else None
-        if isinstance(message, RemoveMessage) and _carries_calls(before):
+        if isinstance(message, RemoveMessage) and (_carries_calls(before) or _offered(before)):
             raise ClientWriteError(
-                f"message {message.id} holds tool calls or a tool result, which only Ferry "
-                "writes: it may not be removed (undo the turn instead: ferry undo)"
+                f"message {message.id} holds tool calls, a tool result, or the record of what "
+                "the model was shown, which only Ferry writes: it may not be removed (undo the "
+                "turn instead: ferry undo)"
+            )
+        if _offered(before) and _offered(message) != _offered(before):
+            raise ClientWriteError(
+                f"message {message.id} records the memories the model was shown "
+                f"({OFFERED} in its response_metadata): an edit keeps that record as it is"
             )
         if isinstance(before, ToolMessage) and not isinstance(message, RemoveMessage):
             raise ClientToolResultError(
                 f"message {message.id} is the result of tool call {before.tool_call_id}, which "
                 "only Ferry writes: it may not be replaced"
             )
-        if isinstance(before, AIMessage) and isinstance(message, AIMessage):
-            if [c["id"] for c in before.tool_calls] != [c["id"] for c in message.tool_calls]:
-                raise ClientWriteError(
-                    f"message {message.id} is a reply whose tool calls Ferry answered: an edit "
-                    "may change what it says, not which calls it made"
-                )
+        if before is not None and _calls(before) != _calls(message):
+            raise ClientWriteError(
+                f"message {message.id} is stored with its tool calls (or none): an edit may "
+                "change what a message says, not which calls it makes nor their arguments"
+            )
         if isinstance(message, ToolMessage) and message.tool_call_id not in {*issued, *brought}:
             raise ClientToolResultError(
                 f"a tool result for call {message.tool_call_id} answers no call on this thread "
                 "or in the same write"
             )
+
+
+def _call_ids(message: BaseMessage) -> list[Any]:
+    """The ids of the calls a message makes, those whose arguments did not parse included."""
+    return [call[0] for call in _calls(message)]
+
+
+def _calls(message: BaseMessage) -> list[tuple[Any, Any, Any]]:
+    """The calls a message makes, as (id, name, arguments), unparsed ones included."""
+    if not isinstance(message, AIMessage):
+        return []
+    parsed = [(c["id"], c["name"], c["args"]) for c in message.tool_calls]
+    return parsed + [(c["id"], c["name"], c["args"]) for c in message.invalid_tool_calls]
+
+
+def _offered(message: BaseMessage | None) -> Any:
+    """The memories a stored reply records its model was shown (graph/nodes.py), if any."""
+    return message.response_metadata.get(OFFERED) if isinstance(message, AIMessage) else None
 
 
 def _carries_calls(message: BaseMessage | None) -> bool:
@@ -494,16 +519,17 @@ def _key(key: Any) -> str:
 
 
 def _refuse_spent_replay(stored: StateSnapshot | None, behind_head: bool) -> None:
-    """Refuse to run again from a checkpoint whose released calls the thread went on from.
+    """Refuse to run on (no input, or a resume) from a checkpoint the thread has gone on from.
 
-    A release is spent once: past such a checkpoint the calls ran (or were answered), so a
-    replay from it would run them a second time.
+    What came next there was decided and done already: its releases, and its pause's decision.
+    Run again, an approved call would run a second time. New messages from such a checkpoint
+    start a fork (time travel); `ferry fork` makes a new thread from it.
     """
-    if behind_head and stored is not None and "execute_tool" in {t.name for t in stored.tasks}:
+    if behind_head and stored is not None:
         raise ClientCommandError(
-            "a run may not start again from a checkpoint between check and the tools that "
-            "the thread has gone on from: its released calls ran there already; fork from "
-            "the checkpoint before the model's reply, or resume the thread's latest checkpoint"
+            "a run may not go on from a checkpoint the thread has gone on from (what came next "
+            "there, its calls and decisions, happened already): send new messages from it, fork "
+            "it (ferry fork), or run the thread's latest checkpoint"
         )
 
 

@@ -152,6 +152,9 @@ def undo(graph: CompiledStateGraph[Any, Any, Any, Any], thread_id: str) -> tuple
             if question is not None
             and (s.metadata or {}).get("source") != "input"
             and question.id not in {m.id for m in s.values.get("messages") or []}
+            # Not where released calls wait: a new head there would run them, undecided now.
+            and "execute_tool" not in s.next
+            and not s.values.get("released_calls")
         ]
         if not before:  # no turn, or the first one: there is nothing before it to go back to
             raise TravelError(

@@ -177,3 +177,23 @@ def test_offered_memories_stay_private_for_the_thread_even_once_forgotten() -> N
     graph.invoke({"messages": [("user", "hi again")]}, config("a"))  # no word shared: not offered
     [pause] = graph.get_state(config("a")).interrupts
     assert "memory (m1)" in pause.value["action_requests"][0]["description"]
+
+
+def test_the_record_of_what_the_model_was_shown_cannot_be_edited_away() -> None:
+    from langchain_core.messages import RemoveMessage
+
+    from graph.policy.provenance import ClientWriteError
+
+    store = InMemoryStore()
+    store.put(namespace("ada"), "m1", {"fact": "My banking password is hunter2"})
+    graph = make(ScriptedModel([answer("It is hunter2.")]), store, tools=[*make_memory_tools()])
+    graph.invoke({"messages": [("user", "what is my banking password?")]}, config("a"))
+    reply = graph.get_state(config("a")).values["messages"][-1]
+    assert reply.response_metadata["ferry_memories"] == ["m1"]
+    stripped = reply.model_copy(update={"content": "(edited)", "response_metadata": {}})
+    for write in ({"messages": [stripped]}, {"messages": [RemoveMessage(id=reply.id)]}):
+        with pytest.raises(ClientWriteError):
+            graph.update_state(config("a"), write)
+    kept = reply.model_copy(update={"content": "(edited)"})  # an edit that keeps the record
+    graph.update_state(config("a"), {"messages": [kept]})
+    assert graph.get_state(config("a")).values["messages"][-1].content == "(edited)"

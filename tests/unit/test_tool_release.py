@@ -460,7 +460,7 @@ def test_a_replay_between_check_and_the_tools_does_not_run_the_released_call_aga
     head = agent.get_state(CONFIG).values
     released = next(s for s in agent.get_state_history(CONFIG) if s.next == ("execute_tool",))
     for door in DOORS:
-        with pytest.raises(ClientCommandError, match="released calls ran there already"):
+        with pytest.raises(ClientCommandError, match="the thread has gone on from"):
             _run(agent, None, door, released.config)
     assert RUNS == ["peek a"]
     assert agent.get_state(CONFIG).values == head
@@ -545,3 +545,19 @@ def test_a_stored_result_or_call_is_never_rewritten_nor_an_orphan_result_taken(
     with pytest.raises(ClientWriteError):
         agent.invoke({"messages": [orphan, ("user", "and this")]}, CONFIG)
     assert agent.get_state(CONFIG).values["messages"] == stored
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_an_old_pause_resumed_again_does_not_run_its_approved_call_twice(
+    make_agent: Agent, scripted: Scripted, door: str
+) -> None:
+    """A UI that sends its approval again with the pause's checkpoint id, after the thread went
+    on: refused, whatever the door."""
+    agent = _paused(make_agent, scripted, answer("Deleted."))
+    pause = agent.get_state(CONFIG).config
+    approve = Command(resume=HITLResponse(decisions=[ApproveDecision(type="approve")]))
+    agent.invoke(approve, CONFIG)
+    assert RUNS == ["delete secret"]
+    with pytest.raises(ClientCommandError, match="the thread has gone on from"):
+        _run(agent, approve, door, pause)
+    assert RUNS == ["delete secret"]
