@@ -22,12 +22,30 @@ def interrupted(args: argparse.Namespace) -> int:
     quiet_after_interrupt()
     thread = getattr(args, "thread", None)
     runs = args.command in ("ask", "chat", "resume")
-    hint = f"; continue with: ferry resume --thread {thread}" if thread and runs else ""
+    stored = runs and thread and _stored(str(thread))
+    hint = f"; continue with: ferry resume --thread {thread}" if stored else ""
     start = "\n" if sys.stderr.isatty() else ""  # after the terminal's ^C
     sys.stderr.write(f"{start}ferry: interrupted{hint}\n")
     if runs_abandoned():
         exit_now(130)
     return 130
+
+
+def _stored(thread: str) -> bool:
+    """Whether the thread is stored, so `ferry resume` would find it (Ctrl-C may come before).
+
+    Read from the listing's rows (no saver, nothing created); where they cannot say, it is
+    taken as stored.
+    """
+    try:
+        from graph.settings import get_settings
+        from graph.storage.threads.reading import listed_from_rows
+
+        settings = get_settings()
+        listed = None if settings.database_url else listed_from_rows(settings.db)
+    except Exception:  # noqa: BLE001 - the hint is a courtesy: never a second failure
+        return True
+    return listed is None or any(t["thread_id"] == thread for t in listed)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -100,8 +100,32 @@ def test_a_second_ctrl_c_during_the_first_ones_cleanup_is_ignored(
     before = signal.getsignal(signal.SIGINT)
     assert cli.main(["ask", "q?", "--thread", "t1"]) == 130
     said = capsys.readouterr().err
-    assert said == "ferry: interrupted; continue with: ferry resume --thread t1\n"
+    assert said == "ferry: interrupted\n"  # nothing was stored: no `ferry resume` to offer
     assert signal.getsignal(signal.SIGINT) is before
+
+
+@pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(),
+    reason="signal handlers can be set only in the main thread",
+)
+def test_ctrl_c_offers_resume_only_for_a_thread_that_is_stored(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["ask", "what is 2+2?", "--thread", "t1", "--model", "offline"]) == 0
+
+    def answering(_args: object) -> int:
+        signal.raise_signal(signal.SIGINT)  # Ctrl-C while the next answer runs
+        return 0
+
+    monkeypatch.setattr(cli_parser, "cmd_ask", answering)
+    monkeypatch.setattr(cli, "quiet_after_interrupt", lambda: None)  # logging stays as it was
+    capsys.readouterr()
+    assert cli.main(["ask", "and 3+3?", "--thread", "t1"]) == 130
+    assert (
+        capsys.readouterr().err == "ferry: interrupted; continue with: ferry resume --thread t1\n"
+    )
+    assert cli.main(["ask", "q?", "--thread", "never-stored"]) == 130
+    assert capsys.readouterr().err == "ferry: interrupted\n"
 
 
 @pytest.mark.skipif(
