@@ -68,9 +68,33 @@ def _database_error(settings: Settings, exc: Exception) -> DatabaseError:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if not settings.database_url and read_only(settings.db):
         first += " (the file is read-only: its threads can be listed and read, not continued)"
+    elif not settings.database_url and _disk_trouble(first):
+        first += f" ({_free_space(settings.db)})"
     from graph.storage.errors import DatabaseError
 
     return DatabaseError(f"database {database_name(settings)}: {first}; check {setting}")
+
+
+def _disk_trouble(message: str) -> bool:
+    """Whether SQLite's error is one a full disk gives (a write, or a WAL's `-shm` not made)."""
+    return any(
+        words in message.lower()
+        for words in ("disk is full", "disk i/o error", "unable to open database file")
+    )
+
+
+def _free_space(path: Path) -> str:
+    """The free space where the file lives, in words a person acts on."""
+    import shutil
+
+    folder = next((p for p in (path.parent, *path.parent.parents) if p.exists()), Path("/"))
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return "is its disk full?"
+    if free < 64 * 1024 * 1024:
+        return f"the disk holding {folder} is full or nearly: {free // (1024 * 1024)} MB free"
+    return f"{free // (1024 * 1024)} MB free on the disk holding {folder}"
 
 
 def _database_errors() -> tuple[type[Exception], ...]:
