@@ -12,6 +12,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from graph.cli.approvals import CHOICES, ask_decisions
@@ -72,7 +73,23 @@ def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryG
             from graph.threads.lease import WAIT_FOR_THREAD
 
             graph = graph.with_config(configurable={WAIT_FOR_THREAD: True})
+        opened = None if settings.database_url else _file_identity(settings.db)
         yield graph
+        if opened is not None and _file_identity(settings.db) != opened:
+            # SQLite went on writing to the file it had open, which is no longer at its path.
+            raise UserError(
+                f"database {settings.db.absolute()} was moved or removed while this ran: what "
+                "it stored went with the old file, and the path has none of it (FERRY_DB)"
+            )
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    """Which file is at `path` (device, inode), or None if none is."""
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
 
 
 def refuse_without_database(args: argparse.Namespace) -> None:
