@@ -84,11 +84,13 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
         return await super().abulk_update_state(config, admitted)
 
     def _behind_head(self, config: RunnableConfig, stored: Any) -> bool:
-        """Whether `stored` is a checkpoint the thread has gone on from."""
-        return _checkpoint_id(self.get_state(_head(config))) != _checkpoint_id(stored)
+        """Whether `stored` is a checkpoint the thread has gone on from (the head's id only)."""
+        head = cast(BaseCheckpointSaver[Any], self.checkpointer).get_tuple(_head(config))
+        return _checkpoint_id(head) != _checkpoint_id(stored)
 
     async def _abehind_head(self, config: RunnableConfig, stored: Any) -> bool:
-        return _checkpoint_id(await self.aget_state(_head(config))) != _checkpoint_id(stored)
+        saver = cast(BaseCheckpointSaver[Any], self.checkpointer)
+        return _checkpoint_id(await saver.aget_tuple(_head(config))) != _checkpoint_id(stored)
 
     def _stores(self, config: RunnableConfig | None) -> bool:
         """Whether this run reads and writes a stored thread (a saver and a thread id)."""
@@ -109,7 +111,10 @@ def _head(config: RunnableConfig) -> RunnableConfig:
 
 
 def _checkpoint_id(state: Any) -> str | None:
-    checkpoint_id = (state.config or {}).get("configurable", {}).get("checkpoint_id")
+    """The id of a snapshot's or a checkpoint tuple's checkpoint."""
+    checkpoint_id = (
+        (getattr(state, "config", None) or {}).get("configurable", {}).get("checkpoint_id")
+    )
     return str(checkpoint_id) if checkpoint_id else None
 
 

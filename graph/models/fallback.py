@@ -32,6 +32,8 @@ log = logging.getLogger("ferry.loop")
 
 COOL_DOWN_S = 60.0
 """How long a model that failed is passed over."""
+_UNSTREAMED: RunnableConfig = {"tags": [TAG_NOSTREAM]}
+"""A call to one of the models: this run streams the reply; streamed by both, it shows twice."""
 SPEC_KEY = "ferry_model"
 """`response_metadata` key naming the model (its spec) that wrote a reply."""
 
@@ -110,7 +112,7 @@ class FallbackModel(BaseChatModel):
         last: BaseException | None = None
         for spec, model in self._attempts():
             try:
-                reply = model.invoke(messages, _inner(run_manager), stop=stop, **kwargs)
+                reply = model.invoke(messages, _UNSTREAMED, stop=stop, **kwargs)
             except Exception as exc:
                 if not unavailable(exc):
                     raise
@@ -132,7 +134,7 @@ class FallbackModel(BaseChatModel):
         for spec, model in self._attempts():
             started = False
             try:
-                for chunk in model.stream(messages, _inner(run_manager), stop=stop, **kwargs):
+                for chunk in model.stream(messages, _UNSTREAMED, stop=stop, **kwargs):
                     started = True
                     # This run's id, and this run streams it (BaseChatModel.stream does both).
                     yield ChatGenerationChunk(message=chunk.model_copy(update={"id": None}))
@@ -158,15 +160,6 @@ class FallbackModel(BaseChatModel):
             extra={"event": "model_fallback", "model": spec},
         )
         return exc
-
-
-def _inner(run_manager: CallbackManagerForLLMRun | None) -> RunnableConfig:
-    """The config of a call to one of the models: its tokens not streamed.
-
-    This run streams them: streamed by both, a reply would show twice. (Under the node's run,
-    from the context, as any call inside it.)
-    """
-    return {"tags": [TAG_NOSTREAM]}
 
 
 def _written_by(reply: AIMessage, spec: str) -> AIMessage:

@@ -317,9 +317,12 @@ def _refuse_edited_calls(messages: list[BaseMessage], stored: StateSnapshot | No
     made: an orphan is a history no provider accepts.
     """
     stored_messages = (stored.values.get("messages") if stored else None) or []
-    by_id = {m.id: m for m in stored_messages if m.id}
-    issued = _issued_calls(stored)
-    brought = {call_id for m in messages for call_id in _call_ids(m)}
+    # One pass over the thread, for what this write names: a run's new question names nothing.
+    wanted = {m.id for m in messages if m.id}
+    by_id = {m.id: m for m in stored_messages if m.id in wanted} if wanted else {}
+    answerable: set[Any] = set()
+    if any(isinstance(m, ToolMessage) for m in messages):
+        answerable = {*_issued_calls(stored), *(i for m in messages for i in _call_ids(m))}
     for message in messages:
         before = by_id.get(message.id) if message.id else None
         if isinstance(message, RemoveMessage) and (_carries_calls(before) or _offered(before)):
@@ -343,7 +346,7 @@ def _refuse_edited_calls(messages: list[BaseMessage], stored: StateSnapshot | No
                 f"message {message.id} is stored with its tool calls (or none): an edit may "
                 "change what a message says, not which calls it makes nor their arguments"
             )
-        if isinstance(message, ToolMessage) and message.tool_call_id not in {*issued, *brought}:
+        if isinstance(message, ToolMessage) and message.tool_call_id not in answerable:
             raise ClientToolResultError(
                 f"a tool result for call {message.tool_call_id} answers no call on this thread "
                 "or in the same write"

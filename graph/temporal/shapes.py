@@ -70,14 +70,15 @@ class StepSummary:
     next: str
     """`STEP` or `END`."""
     model_calls: int = 0
-    """The invocation's so far, read from the stored thread (graph/runs/report.py)."""
+    """The invocation's, read from the stored thread (graph/runs/report.py), in the summary of
+    the step where the turn stops or pauses (`next == END`), which the workflow reports."""
     models: list[str | None] = field(default_factory=list)
     """Which model wrote each of those replies."""
     thread_usage: dict[str, Any] = field(default_factory=dict)
     """What the whole thread used so far, by model (graph/runs/report.py)."""
     usage: dict[str, int] = field(default_factory=dict)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    """`--json`'s entries for the calls the invocation answered so far."""
+    """`--json`'s entries for the calls the invocation answered (at `END`, as above)."""
     output: list[dict[str, str]] = field(default_factory=list)
     """What the step shows, in order: `{"line": ...}`, a progress line as `ferry ask` prints
     it on stderr, and `{"reply": id, "text": ...}`, a model reply's whole text."""

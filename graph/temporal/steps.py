@@ -222,12 +222,16 @@ def _summary(
     The report is read from the stored thread beyond `since` (graph/runs/report.py), so a
     retried step or a step on another worker reports what an in-process run would.
     """
+    after = END if pending_approvals_of(state) or not state.next else STEP
+    if after == STEP:  # the workflow reads the report where the turn stops or pauses only
+        return StepSummary(
+            next=STEP, output=output.items(), since=since, checkpoint=_checkpoint_id(state)
+        )
     before: frozenset[str] = frozenset()
     if since:
         at = {"configurable": {"thread_id": thread_id, "checkpoint_id": since}}
         before = message_ids(graph.get_state(cast("RunnableConfig", at)))
     report = turn_report(thread_id, state, before)
-    after = END if report.get("pending_approvals") or not state.next else STEP
     return StepSummary(
         next=after,
         model_calls=report["model_calls"],
@@ -237,8 +241,8 @@ def _summary(
         tool_calls=report["tool_calls"],
         output=output.items(),
         pending_approvals=report.get("pending_approvals", []),
-        stop_reason=report["stop_reason"] if after == END else None,
-        answer=report["answer"] if after == END else "",
+        stop_reason=report["stop_reason"],
+        answer=report["answer"],
         since=since,
         checkpoint=_checkpoint_id(state),
     )
