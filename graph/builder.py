@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import functools
 import logging
-import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import convert_to_messages
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -147,12 +145,11 @@ def _input_and_config(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[An
 
 
 def _prepared(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], Any]:
-    """A run's arguments: a fresh `RunContext`, durable steps, and ids on the new messages.
+    """A run's arguments: a fresh `RunContext` and durable steps.
 
-    The input is stored as given and replayed whenever the thread is read; with ids assigned
-    here, every replay yields the same messages without converting them again.
+    (The new messages get their ids from the gate, `admit_run`, which rebuilds them.)
     """
-    graph_input, config = _input_and_config(args, kwargs)
+    _, config = _input_and_config(args, kwargs)
     context = kwargs.get("context")
     if not isinstance(context, RunContext):
         # The server passes the run's `configurable` as context, a dict nothing coerces (the
@@ -166,12 +163,7 @@ def _prepared(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any,
     # ("async"), which saves a step while the next one already runs.
     kwargs.pop("checkpoint_during", None)  # the deprecated spelling of durability
     kwargs["durability"] = "sync"
-    if not (isinstance(graph_input, dict) and graph_input.get("messages")):
-        return args, kwargs
-    given = graph_input["messages"]
-    messages = convert_to_messages(given if isinstance(given, list) else [given])
-    with_ids = [m if m.id else m.model_copy(update={"id": str(uuid.uuid4())}) for m in messages]
-    return _with_input(args, kwargs, {**graph_input, "messages": with_ids})
+    return args, kwargs
 
 
 def _compile(

@@ -35,6 +35,7 @@ a call id is used by one reply only.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -147,7 +148,7 @@ def admit_run(
     if isinstance(graph_input, Mapping):
         given = _messages_only(graph_input, "a run's input")
         kept = _without_client_results(given, stored, ids)
-        return Admitted({"messages": kept}, finished_results(stored) if stored else [])
+        return Admitted({"messages": _with_ids(kept)}, finished_results(stored) if stored else [])
     if not isinstance(graph_input, Command):
         raise ClientWriteError(
             f"a run's input is {{'messages': [...]}}, a Command or None, not "
@@ -164,7 +165,7 @@ def admit_run(
         return Admitted(None, [_resolution(stored)])
     given = _messages_only(_as_mapping(update), "a command's update")
     _refuse_client_results(given, stored)
-    return Admitted(Command(update={"messages": given}))
+    return Admitted(Command(update={"messages": _with_ids(given)}))
 
 
 def admit_updates(
@@ -268,6 +269,18 @@ def _messages_only(values: Any, what: str) -> list[BaseMessage]:
     return messages
 
 
+def _with_ids(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """The messages, each without an id given a new one, once checked.
+
+    Given after the checks, a client's own ids are the only ones that can name a stored message.
+    A run's input is stored as given and replayed whenever the thread is read: with its ids
+    fixed here, every replay yields the same messages.
+    """
+    for message in messages:
+        message.id = message.id or str(uuid.uuid4())
+    return messages
+
+
 def _as_mapping(update: Any) -> Any:
     """A command's update as a mapping: a list of (key, value) pairs merged, messages joined."""
     if not isinstance(update, list | tuple):
@@ -317,7 +330,7 @@ def _refuse_edited_calls(messages: list[BaseMessage], stored: StateSnapshot | No
     made: an orphan is a history no provider accepts.
     """
     stored_messages = (stored.values.get("messages") if stored else None) or []
-    # One pass over the thread, for what this write names: a run's new question names nothing.
+    # One pass over the thread, for the ids the client gave: a new question comes without one.
     wanted = {m.id for m in messages if m.id}
     by_id = {m.id: m for m in stored_messages if m.id in wanted} if wanted else {}
     answerable: set[Any] = set()
