@@ -17,6 +17,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Command, StateUpdate
 
+from graph import output
 from graph.nodes import AgentNodes, RunContext
 from graph.policy.provenance import admit_run, admit_updates
 from graph.routing import route_after_check
@@ -145,11 +146,12 @@ def _input_and_config(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[An
 
 
 def _prepared(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], Any]:
-    """A run's arguments: a fresh `RunContext` and durable steps.
+    """A run's arguments: a fresh `RunContext` and durable steps, its answer schema checked.
 
     (The new messages get their ids from the gate, `admit_run`, which rebuilds them.)
     """
     _, config = _input_and_config(args, kwargs)
+    output.of_run(config, None)  # a run's answer schema that cannot work fails before it stores
     context = kwargs.get("context")
     if not isinstance(context, RunContext):
         # The server passes the run's `configurable` as context, a dict nothing coerces (the
@@ -174,6 +176,7 @@ def _compile(
     store: BaseStore | None,
     *,
     memory: bool,
+    response_format: Any = None,
 ) -> FerryGraph:
     if tools is None:
         tools = default_tools(settings)
@@ -187,7 +190,9 @@ def _compile(
             f"FERRY_APPROVE_TOOLS names {', '.join(map(repr, unknown))}, which is not a tool; "
             f"the tools are {', '.join(t.name for t in tools)}"
         )
-    nodes = AgentNodes(settings=settings, tools=list(tools), model=model)
+    answer = output.response_format(response_format) if response_format is not None else None
+    nodes = AgentNodes(settings=settings, tools=list(tools), model=model, response_format=answer)
+    nodes.answer_format({})  # a schema named like a tool fails here, not at the first run
     # No context schema: a `RunContext` is made for every invocation (`_prepared`), and its id
     # and clock are not settings; declared, Studio would offer `run_id` as one.
     builder = StateGraph[FerryState, RunContext, FerryInput, FerryOutput](
@@ -226,6 +231,7 @@ def build_graph(
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     settings: Settings | None = None,
     store: BaseStore | None = None,
+    response_format: Any = None,
 ) -> FerryGraph:
     """Build Ferry's compiled graph.
 
@@ -239,6 +245,10 @@ def build_graph(
         store: The long-term memory store (`remember` and `recall`, offered with the default
             tools when there is one); by default LangGraph's store in the same database as
             the default checkpointer, and none beside a checkpointer passed in.
+        response_format: The schema every turn's final answer must match: a pydantic model,
+            a TypedDict, a dataclass or a JSON schema. The answer is validated and returned
+            (and stored) as plain JSON in `structured_response`; a run may send its own JSON
+            schema as `configurable["response_format"]` instead.
     """
     settings = settings or get_settings()
     if checkpointer is None:
@@ -251,7 +261,15 @@ def build_graph(
         from graph.storage.sqlite.stock import as_given
 
         checkpointer = as_given(checkpointer)
-    return _compile(settings, model, tools, checkpointer, store, memory=store is not None)
+    return _compile(
+        settings,
+        model,
+        tools,
+        checkpointer,
+        store,
+        memory=store is not None,
+        response_format=response_format,
+    )
 
 
 @functools.cache

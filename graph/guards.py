@@ -41,6 +41,9 @@ _STOP_TEXT: dict[StopReason, str] = {
     "(FERRY_TOKEN_BUDGET), before finishing. Ask me to continue, or narrow the question.",
     "time_budget": "I stopped because this run reached its time budget (FERRY_TIME_BUDGET_S) "
     "before finishing. Ask me to continue, or narrow the question.",
+    "invalid_output": "I stopped because my answers did not match the answer schema, "
+    "corrected as many times as allowed (FERRY_OUTPUT_RETRIES). Ask me again, or check the "
+    "schema.",
 }
 
 

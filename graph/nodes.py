@@ -27,7 +27,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 
-from graph import compaction, guards
+from graph import compaction, guards, output
 from graph.execution import node_output, results_of, run_call, tool_node
 from graph.models import images, make_model
 from graph.models.calls import ModelTimeout, ReplyCutShort, cut_short, invoke_within
@@ -54,7 +54,11 @@ class AgentNodes:
     settings: Settings
     tools: list[BaseTool]
     model: BaseChatModel | None = None
+    response_format: output.ResponseFormat | None = None
+    """The graph's answer schema; a run may send its own (graph/output.py)."""
     _slots: threading.BoundedSemaphore = field(init=False)
+    _answering: dict[str, tuple[Any, Runnable[Any, Any]]] = field(init=False, default_factory=dict)
+    _answering_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         # Bounds tool calls running at once across all tasks of this graph in this process.
@@ -83,22 +87,59 @@ class AgentNodes:
         return images.delivery(self.bound_model, self.settings.tool_images)
 
     @cached_property
+    def chat_model(self) -> BaseChatModel:
+        """The model, built on first use so imports need no key."""
+        return self.model or make_model(self.settings.model)
+
+    @cached_property
     def bound_model(self) -> Runnable[Any, Any]:
-        """The model with the tools bound, built on first use so imports need no key.
+        """The model with the tools bound.
 
         Raises:
             ConfigError: There are tools and the model cannot call tools.
         """
-        model = self.model or make_model(self.settings.model)
         if not self.tools:  # some models (LangChain's fakes) implement no `bind_tools`
-            return model
+            return self.chat_model
+        return self._bound(self.tools)
+
+    def _bound(self, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any, Any]:
         try:
-            return model.bind_tools(self.tools)
+            return self.chat_model.bind_tools(tools, **kwargs)
         except NotImplementedError as exc:
             raise ConfigError(
-                f"{type(model).__name__} cannot call tools (its bind_tools is not implemented): "
-                "pass tools=[] or a model that supports tool calling"
+                f"{type(self.chat_model).__name__} cannot call tools (its bind_tools is not "
+                "implemented): pass tools=[] or a model that supports tool calling"
             ) from exc
+
+    def answering_model(self, answer: output.ResponseFormat | None) -> Runnable[Any, Any]:
+        """The model that writes this run's replies: with the answer tool, if it has a schema.
+
+        A call is required (`tool_choice="any"`, as `create_agent` does): a Ferry tool's or
+        the answer tool's, so a reply in words cannot stand in for the answer.
+        """
+        if answer is None:
+            return self.bound_model
+        with self._answering_lock:
+            bound = self._answering.get(answer.name)
+            if bound is None or bound[0] != answer:
+                bound = (answer, self._bound([*self.tools, answer.as_tool()], tool_choice="any"))
+                self._answering[answer.name] = bound
+        return bound[1]
+
+    def answer_format(self, config: RunnableConfig) -> output.ResponseFormat | None:
+        """The run's answer schema, if it has one; a clash with a tool's name is refused.
+
+        Raises:
+            ConfigError: the run's schema is not a JSON schema of an object, or its name is
+                a tool's.
+        """
+        answer = output.of_run(config, self.response_format)
+        if answer is not None and answer.name in self.tools_by_name:
+            raise ConfigError(
+                f"the answer schema's title {answer.name!r} is a tool's name: give the schema "
+                "another title"
+            )
+        return answer
 
     def call_model(
         self, state: FerryState, config: RunnableConfig, runtime: Runtime[RunContext]
@@ -111,10 +152,13 @@ class AgentNodes:
         messages = state.get("messages") or []
         if not messages:
             raise ValueError("the thread has no messages to answer: send a user message first")
-        # A user message last means a new turn: the previous turn's stop reason no longer holds.
+        model = self.answering_model(self.answer_format(config))
+        # A user message last means a new turn: the previous turn's ending no longer holds.
         update: dict[str, Any] = (
             {"stop_reason": None} if isinstance(messages[-1], HumanMessage) else {}
         )
+        if update and state.get("structured_response") is not None:
+            update["structured_response"] = None
         if state.get(releases.RELEASED):  # spent: nothing released before releases after
             update[releases.RELEASED] = ""
         ids = run_ids(config, runtime)
@@ -129,7 +173,7 @@ class AgentNodes:
         offered = self._memories(history, config, runtime)
         prompt = _with_memories(self._prompt(history, state, update, runtime, ids), offered)
         prompt = images.as_sent(prompt, self.image_delivery)
-        reply = self._complete_reply(prompt, config, runtime, ids)
+        reply = self._complete_reply(model, prompt, config, runtime, ids)
         if reply is None:
             return self._stop(guards.turn_counters(messages), update, repairs, "time_budget", ids)
         reply.id = reply.id or str(uuid.uuid4())
@@ -160,7 +204,7 @@ class AgentNodes:
         """The model that writes summaries: `FERRY_SUMMARY_MODEL`, or the thread's own."""
         if self.settings.summary_model:
             return make_model(self.settings.summary_model)
-        return self.model or make_model(self.settings.model)
+        return self.chat_model
 
     def _prompt(
         self,
@@ -228,6 +272,7 @@ class AgentNodes:
 
     def _complete_reply(
         self,
+        model: Runnable[Any, Any],
         prompt: Sequence[BaseMessage],
         config: RunnableConfig,
         runtime: Runtime[RunContext],
@@ -248,7 +293,7 @@ class AgentNodes:
                 return None
             started = time.monotonic()
             try:
-                reply = invoke_within(self.bound_model, prompt, config, seconds)
+                reply = invoke_within(model, prompt, config, seconds)
             except ModelTimeout:
                 emit("model call abandoned: time budget", ids, "model_timeout", logging.WARNING)
                 return None
@@ -312,9 +357,18 @@ class AgentNodes:
     ) -> dict[str, Any]:
         """Decide: answer, stop on a guard, or run the requested calls minus refused ones."""
         reply = state["messages"][-1]
-        if not isinstance(reply, AIMessage) or not guards.all_calls(reply):
-            return {"stop_reason": state.get("stop_reason") or "answered"}
         ids = run_ids(config, runtime)
+        answer = self.answer_format(config)
+        if not isinstance(reply, AIMessage) or not guards.all_calls(reply):
+            if answer is not None and isinstance(reply, AIMessage) and not state.get("stop_reason"):
+                return _answered_in_words(reply, answer, ids)
+            return {"stop_reason": state.get("stop_reason") or "answered"}
+        calls, answered = reply.tool_calls, list[ToolMessage]()
+        if answer is not None:
+            ended, answered = self._answer_calls(reply, answer, state["messages"], ids)
+            if ended is not None:
+                return ended
+            calls = [c for c in calls if c["name"] != answer.name]
         reason = guards.budget_exceeded(
             state["messages"], self.settings, seconds_left(self.settings, runtime)
         )
@@ -332,8 +386,8 @@ class AgentNodes:
         }
         # Calls whose arguments did not parse are answered with what was wrong, so the model
         # can call again; the rest of the reply's calls still run.
-        refused = guards.invalid_call_results(reply) + guards.refusals(
-            reply.tool_calls,
+        refused = [*guards.invalid_call_results(reply), *answered] + guards.refusals(
+            calls,
             available=list(self.tools_by_name),
             disabled=disabled,
             messages=state["messages"],
@@ -344,6 +398,56 @@ class AgentNodes:
         marks = releases.release(released, state["messages"], ids["thread_id"] or "")
         update: dict[str, Any] = {releases.RELEASED: marks}
         return {"messages": written, **update} if written else update
+
+    def _answer_calls(
+        self,
+        reply: AIMessage,
+        answer: output.ResponseFormat,
+        messages: list[AnyMessage],
+        ids: dict[str, Any],
+    ) -> tuple[dict[str, Any] | None, list[ToolMessage]]:
+        """The reply's calls of the answer tool: the turn's end, or results sending them back.
+
+        A valid answer alone in its reply ends the turn, stored as `structured_response`. An
+        answer beside other calls is sent back (the other calls' results may change it); an
+        invalid one is sent back with what was wrong, until `FERRY_OUTPUT_RETRIES` are spent.
+        """
+        mine = [c for c in reply.tool_calls if c["name"] == answer.name]
+        if not mine:
+            return None, []
+        if len(guards.all_calls(reply)) > 1:
+            alone = f"Not accepted: call {answer.name} alone, once the other calls are answered."
+            return None, [output.answer_result(guards.error_result(c, alone)) for c in mine]
+        call = mine[0]
+        try:
+            value = answer.validate(call["args"])
+        except output.InvalidAnswer as exc:
+            result = output.answer_result(
+                guards.error_result(
+                    call,
+                    f"Not accepted: the answer does not match the schema: {exc}. "
+                    f"Call {answer.name} again with the answer corrected.",
+                )
+            )
+            tries = 1 + sum(
+                output.is_answer(m) and getattr(m, "status", None) == "error"
+                for m in messages[guards.turn_start(messages) :]
+            )
+            emit("answer does not match the schema", ids, "invalid_output", tries=tries)
+            if tries > self.settings.output_retries:
+                counters = guards.turn_counters(messages)
+                return self._stop(counters, {}, [result], "invalid_output", ids), []
+            return None, [result]
+        emit("structured answer", ids, "structured_output")
+        accepted = output.answer_result(
+            ToolMessage(
+                "Answer recorded.",
+                tool_call_id=call["id"] or "",
+                name=answer.name,
+                id=str(uuid.uuid4()),
+            )
+        )
+        return {"messages": [accepted], "structured_response": value, "stop_reason": "answered"}, []
 
     def _gated(
         self,
@@ -432,6 +536,23 @@ class AgentNodes:
         if status == "error" or task["failures"]:  # a success only matters after failures
             updates.append({"tool_failures": {call["name"]: status == "success"}})
         return node_output(updates)
+
+
+def _answered_in_words(
+    reply: AIMessage, answer: output.ResponseFormat, ids: dict[str, Any]
+) -> dict[str, Any]:
+    """A reply in words where an answer in the schema was asked for.
+
+    JSON text that matches is taken as the answer (models that ignore `tool_choice` write it
+    so); anything else ends the turn in those words, `invalid_output`.
+    """
+    try:
+        value = answer.answer_in(reply.text)
+    except output.InvalidAnswer:
+        emit("answer in words, not in the schema", ids, "invalid_output", logging.WARNING)
+        return {"stop_reason": "invalid_output"}
+    emit("structured answer", ids, "structured_output")
+    return {"stop_reason": "answered", "structured_response": value}
 
 
 def _with_memories(prompt: list[BaseMessage], offered: list[memory.Memory]) -> list[BaseMessage]:

@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     """Total tokens per turn before a graceful stop; 0 means no budget."""
     time_budget_s: float = Field(default=300.0, gt=0)
     """Wall-clock seconds per invocation (`ask` or `resume`) before a graceful stop."""
+    output_retries: int = Field(default=2, ge=0)
+    """Answers that do not match a run's answer schema sent back to the model to correct,
+    before the turn ends with `stop_reason` `invalid_output`."""
     tool_timeout_s: float = Field(default=30.0, gt=0)
     """Seconds one tool call may run before it is answered with a timeout error."""
     max_parallel_tools: int = Field(default=4, ge=1)

@@ -30,7 +30,12 @@ _IDS = uuid.UUID("6f1c2d0e-8a57-4a43-9d36-0e1f3c6a9b21")  # namespace of derived
 SNAPSHOT_NEVER = 1_000_000_000
 
 StopReason = Literal[
-    "answered", "max_iterations", "token_budget", "time_budget", "awaiting_approval"
+    "answered",
+    "max_iterations",
+    "token_budget",
+    "time_budget",
+    "awaiting_approval",
+    "invalid_output",
 ]
 
 
@@ -304,6 +309,9 @@ class FerryState(TypedDict, total=False):
     """Consecutive failures per tool on this thread, for the circuit breaker."""
     summary: Summary | None
     """What the model is told of the turns left out of its prompt (graph/compaction.py)."""
+    structured_response: Any
+    """The turn's answer in the run's answer schema (graph/output.py), as plain JSON; None
+    without a schema, or while the turn runs."""
     released_calls: str
     """Marks of the calls `check` last let run, space-separated, keyed and spent at the next
     model call; `execute_tool` runs no other (graph.policy.releases)."""
@@ -316,7 +324,8 @@ class FerryInput(TypedDict):
 
 
 class FerryOutput(TypedDict, total=False):
-    """What a run returns: the whole conversation and why the turn ended."""
+    """What a run returns: the whole conversation, why the turn ended, its structured answer."""
 
     messages: list[AnyMessage]
     stop_reason: StopReason | None
+    structured_response: Any

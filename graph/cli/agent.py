@@ -147,11 +147,14 @@ def run_to_stop(
     as_json: bool,
     note: str | None = None,
     resumed_from: Any = None,
+    schema: str | None = None,
 ) -> int:
     """Run to the answer, a guard's stop, or a pause for approval, and report it.
 
     `note` goes to stderr once the run holds its thread (a run refused as busy prints only that).
     `resumed_from` is the thread's state a resume starts from; its pending calls are announced.
+    With a `schema`, the answer in it is what stdout gets, as JSON, and there being none is a
+    failure (exit 1): a program reading stdout gets the answer or nothing.
     """
     from langgraph.types import Command
 
@@ -162,7 +165,11 @@ def run_to_stop(
 
     config = thread_config(thread_id)
     config["callbacks"] = [StopCancelledAnswer()]  # Ctrl-C in chat: the reply is not stored
-    progress = Progress(out=None if as_json else sys.stdout)
+    if schema is not None:
+        from graph.output import RUN_KEY
+
+        config["configurable"][RUN_KEY] = schema
+    progress = Progress(out=None if as_json or schema is not None else sys.stdout)
     # The invocation is what the thread stores beyond this: its report is read from there.
     before = message_ids(resumed_from if resumed_from is not None else graph.get_state(config))
     on_start: Callable[[], None] = functools.partial(_say, note) if note else _nothing
@@ -182,15 +189,35 @@ def run_to_stop(
         if not (pending and interactive):
             break
         graph_input = Command(resume=ask_decisions(pending))
+    report = turn_report(thread_id, state, before) if as_json or schema is not None else {}
     if as_json:
-        print_json(turn_report(thread_id, state, before))
-    elif pending:
+        print_json(report)
+    if pending and not as_json:
         for call in pending:
             line = f"awaiting approval: {call['name']}({json.dumps(call['args'])})"
             sys.stderr.write(printable(line) + "\n")
         sys.stderr.write(
             f"decide with: ferry resume --thread {thread_id} --approve (or --reject REASON)\n"
         )
+    return schema_outcome(report, as_json) if schema is not None else 0
+
+
+def schema_outcome(report: dict[str, Any], as_json: bool) -> int:
+    """With `--schema`: the answer in it on stdout as JSON (`--json` has it as `output`).
+
+    The exit code is 1 when no answer matched, so a program reading stdout gets the answer
+    or nothing; a turn paused for approval is not over (0).
+    """
+    if report.get("pending_approvals"):
+        return 0
+    if report.get("output") is None:
+        if not as_json:
+            reason = report.get("stop_reason")
+            sys.stderr.write(f"ferry: no answer matched the schema (stop_reason: {reason})\n")
+        return 1
+    if not as_json:
+        answer = json.dumps(report["output"], ensure_ascii=False, indent=2)
+        sys.stdout.write(printable_json(answer) + "\n")
     return 0
 
 
@@ -276,7 +303,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     with open_graph(args, need_model=True) as graph:
         note = pick_thread(graph, args)
         graph_input = {"messages": [("user", question)]}
-        return run_to_stop(graph, graph_input, args.thread, args.json, note=note)
+        return run_to_stop(
+            graph, graph_input, args.thread, args.json, note=note, schema=args.schema
+        )
 
 
 def has_unfinished_run(state: Any) -> bool:
@@ -304,7 +333,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
             )
             resume = resume_all(pending, decision)
             return run_to_stop(
-                graph, Command(resume=resume), args.thread, args.json, resumed_from=state
+                graph,
+                Command(resume=resume),
+                args.thread,
+                args.json,
+                resumed_from=state,
+                schema=args.schema,
             )
         if not has_unfinished_run(state):
             if args.json:
@@ -314,4 +348,6 @@ def cmd_resume(args: argparse.Namespace) -> int:
                     f"thread {args.thread}: nothing to resume, its last run finished.\n"
                 )
             return 0
-        return run_to_stop(graph, None, args.thread, args.json, resumed_from=state)
+        return run_to_stop(
+            graph, None, args.thread, args.json, resumed_from=state, schema=args.schema
+        )

@@ -19,6 +19,7 @@ from graph.cli.agent import (
     print_json,
     question_of,
     resume_all,
+    schema_outcome,
 )
 from graph.cli.temporal_runtime import client_of, run_on_temporal, say, settings_of, thread_graph
 from graph.controls import printable
@@ -64,11 +65,18 @@ class Replies:
 
 
 def _show(
-    report: dict[str, Any], as_json: bool, thread_id: str, replies: Replies | None = None
+    report: dict[str, Any],
+    as_json: bool,
+    thread_id: str,
+    replies: Replies | None = None,
+    schema: str | None = None,
 ) -> int:
     """Print a turn's outcome as `run_to_stop` does in-process; the exit code."""
     if as_json:
         print_json(report)
+    if schema is not None:
+        return schema_outcome(report, as_json)
+    if as_json:
         return 0
     if report.get("answer") and not (replies and replies.printed(report["answer"])):
         sys.stdout.write(printable(report["answer"]) + "\n")
@@ -112,11 +120,18 @@ async def _start(
     """Start the turn; with `--wait`, after the turn running on the thread ends."""
     from graph.temporal import TurnRunning, running_turn, start_turn
 
-    stream = not getattr(args, "json", False)  # a --json turn shows no tokens
+    schema = getattr(args, "schema", None)
+    stream = not getattr(args, "json", False) and schema is None  # only the answer is shown
     while True:
         try:
             return await start_turn(
-                client, thread_id, question, model=args.model, stream=stream, **turn
+                client,
+                thread_id,
+                question,
+                model=args.model,
+                stream=stream,
+                response_format=schema,
+                **turn,
             )
         except TurnRunning:
             running = await running_turn(client, thread_id)
@@ -133,7 +148,7 @@ def ask(args: argparse.Namespace) -> int:
     """`ferry ask` on Temporal."""
     settings = settings_of(args)
     question = question_of(args)
-    replies = None if args.json else Replies()
+    replies = None if args.json or args.schema else Replies()
     with thread_graph(args) as graph:
         note = pick_thread(graph, args)
 
@@ -145,7 +160,7 @@ def ask(args: argparse.Namespace) -> int:
             interactive = not args.json and sys.stdin.isatty()
             return await _watch_deciding(client, handle, args.thread, interactive, graph, replies)
 
-        return _show(run_on_temporal(turn), args.json, args.thread, replies)
+        return _show(run_on_temporal(turn), args.json, args.thread, replies, args.schema)
 
 
 def chat(args: argparse.Namespace) -> int:
@@ -193,7 +208,7 @@ def resume(args: argparse.Namespace) -> int:
     from graph.temporal import decide, running_turn
 
     settings = settings_of(args)
-    replies = None if args.json else Replies()
+    replies = None if args.json or args.schema else Replies()
     with thread_graph(args) as graph:
         state = existing_state(graph, args.thread)
 
@@ -225,7 +240,7 @@ def resume(args: argparse.Namespace) -> int:
         report = run_on_temporal(turn)
         if report is None:
             return _nothing_to_resume(args, state)
-        return _show(report, args.json, args.thread, replies)
+        return _show(report, args.json, args.thread, replies, args.schema)
 
 
 async def _last_report(client: Client, thread_id: str, state: Any) -> dict[str, Any] | None:

@@ -92,10 +92,54 @@ def markdown_answer(parts: list[str]) -> str:
     return "\n".join(f"- {part}" for part in parts)
 
 
+def filled(schema: dict[str, Any], text: str, root: dict[str, Any] | None = None) -> Any:
+    """A value of `schema` made from an answer's `text`, the same every time.
+
+    Strings get the text (cut to their `maxLength`), numbers its first number (else 0, within
+    `minimum` and `maximum`), booleans true, a list one item, a choice its first option: enough
+    to see an answer schema work end to end offline.
+    """
+    root = root or schema
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        return filled(target, text, root)
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if schema.get(key):
+            return filled(schema[key][0], text, root)
+    kind = schema.get("type", "string")
+    kind = kind[0] if isinstance(kind, list) and kind else kind
+    if kind == "object":
+        properties = schema.get("properties") or {}
+        return {name: filled(part, text, root) for name, part in properties.items()}
+    if kind == "array":
+        return [filled(schema.get("items") or {}, text, root)]
+    if kind in ("number", "integer"):
+        result = re.search(r"=\s*(-?\d+(?:\.\d+)?)", text)  # a calculation's, else the first
+        number = float(result.group(1) if result else first_number(text) or 0)
+        number = max(number, schema.get("minimum", number))
+        number = min(number, schema.get("maximum", number))
+        return int(number) if kind == "integer" else number
+    if kind == "boolean":
+        return True
+    if kind == "null":
+        return None
+    return text[: schema.get("maxLength")]
+
+
 class OfflineModel(BaseChatModel):
     """A keyless, deterministic planner that speaks the chat-model protocol."""
 
     tool_names: tuple[str, ...] = ()
+    answer_tool: dict[str, Any] | None = None
+    """A tool given only as a schema while a call is required: Ferry's answer tool, which
+    the planner calls with its answer where it would answer in words."""
 
     @property
     def _llm_type(self) -> str:
@@ -103,19 +147,30 @@ class OfflineModel(BaseChatModel):
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> OfflineModel:
         """Return a copy that may call the given tools."""
-        names = []
+        names, schemas = [], []
         for tool in tools:
-            names.append(
-                tool.name
-                if isinstance(tool, BaseTool)
-                else convert_to_openai_tool(tool)["function"]["name"]
-            )
-        return self.model_copy(update={"tool_names": tuple(names)})
+            if isinstance(tool, BaseTool):
+                names.append(tool.name)
+            else:
+                schemas.append(convert_to_openai_tool(tool)["function"])
+                names.append(schemas[-1]["name"])
+        required = kwargs.get("tool_choice") in ("any", "required")
+        answer = schemas[-1] if required and schemas else None
+        return self.model_copy(update={"tool_names": tuple(names), "answer_tool": answer})
 
     def reply(self, messages: Sequence[BaseMessage]) -> AIMessage:
         """Plan the next step of the conversation, or write a summary when asked for one."""
         if messages and messages[0].text.startswith(SUMMARY_MARK):
             return AIMessage(offline_summary(messages))
+        planned = self._plan(messages)
+        if self.answer_tool is None or planned.tool_calls:
+            return planned
+        schema = self.answer_tool.get("parameters") or {}
+        return AIMessage(
+            "", tool_calls=[_call(self.answer_tool["name"], filled(schema, planned.text))]
+        )
+
+    def _plan(self, messages: Sequence[BaseMessage]) -> AIMessage:
         messages = [unfenced(m) for m in messages]  # it reads results as data, never as orders
         start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
         if start < 0:
@@ -124,7 +179,14 @@ class OfflineModel(BaseChatModel):
         named = named_call(asked, self.tool_names)
         intents = [named] if named else parse_intents(asked, _previous_result(messages[:start]))
         turn = messages[start + 1 :]
-        calls = [c for m in turn if isinstance(m, AIMessage) for c in m.tool_calls]
+        answering = self.answer_tool["name"] if self.answer_tool else None
+        calls = [
+            c
+            for m in turn
+            if isinstance(m, AIMessage)
+            for c in m.tool_calls
+            if c["name"] != answering
+        ]
         if not calls:
             return self._first_step(intents)
         results = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}

@@ -15,6 +15,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from graph.guards import token_usage
+from graph.output import is_answer
 from graph.policy.hitl import awaiting
 
 
@@ -55,6 +56,7 @@ def turn_report(thread_id: str, state: Any, before: Collection[str]) -> dict[str
         "thread_id": thread_id,
         "answer": answer_of(messages) if values.get("stop_reason") and not pending else "",
         "stop_reason": "awaiting_approval" if pending else values.get("stop_reason"),
+        "output": values.get("structured_response"),
         "model_calls": len(replies),
         "models": [_model_of(reply) for reply in replies],
         "tool_calls": [
@@ -66,7 +68,7 @@ def turn_report(thread_id: str, state: Any, before: Collection[str]) -> dict[str
                 "duration_ms": r.response_metadata.get("duration_ms", 0),
             }
             for r in new
-            if isinstance(r, ToolMessage)
+            if isinstance(r, ToolMessage) and not is_answer(r)
         ],
         "usage": usage,
         "thread_usage": thread_usage(messages),

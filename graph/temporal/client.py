@@ -94,11 +94,13 @@ async def start_turn(
     decision: dict[str, Any] | None = None,
     model: str | None = None,
     stream: bool = False,
+    response_format: str | None = None,
     settings: Settings | None = None,
 ) -> WorkflowHandle[Any, Any]:
     """Start the thread's turn on Temporal; `TurnRunning` if one runs there already.
 
     `stream`: its steps heartbeat the model's reply as it comes, for `watch(on_text=...)`.
+    `response_format`: a JSON schema the turn's answer must match (graph/output.py).
 
     A new question on a thread whose turn waits for approval sets that turn aside, as
     in-process: the calls it held are answered as undecided, and the question goes on.
@@ -112,6 +114,7 @@ async def start_turn(
         decision=decision,
         model=model,
         stream=stream,
+        response_format=response_format,
     )
     for attempt in range(2):
         try:

@@ -44,6 +44,8 @@ class TurnInput:
     """A model spec overriding the worker's `FERRY_MODEL` (`--model`)."""
     stream: bool = False
     """The client shows the answer's tokens as they come (`StepInput.stream`)."""
+    response_format: str | None = None
+    """A JSON schema the turn's answer must match (`--schema`; graph/output.py)."""
 
 
 @dataclass
@@ -58,6 +60,7 @@ class StepInput:
     model: str | None = None
     stream: bool = False
     """Someone watches the reply's tokens: the step heartbeats them as they come."""
+    response_format: str | None = None
     since: str | None = None
     """The checkpoint the invocation started from (its report counts what was stored after);
     `""` for a thread that had none, None for a turn's first step, which finds it."""
@@ -69,26 +72,21 @@ class StepSummary:
 
     next: str
     """`STEP` or `END`."""
-    model_calls: int = 0
-    """The invocation's, read from the stored thread (graph/runs/report.py), in the summary of
-    the step where the turn stops or pauses (`next == END`), which the workflow reports."""
-    models: list[str | None] = field(default_factory=list)
-    """Which model wrote each of those replies."""
-    thread_usage: dict[str, Any] = field(default_factory=dict)
-    """What the whole thread used so far, by model (graph/runs/report.py)."""
-    usage: dict[str, int] = field(default_factory=dict)
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    """`--json`'s entries for the calls the invocation answered (at `END`, as above)."""
+    report: dict[str, Any] = field(default_factory=dict)
+    """The invocation's report, read from the stored thread (graph/runs/report.py) as every
+    runner's is, in the summary of the step where the turn stops or pauses (`next == END`)."""
     output: list[dict[str, str]] = field(default_factory=list)
     """What the step shows, in order: `{"line": ...}`, a progress line as `ferry ask` prints
     it on stderr, and `{"reply": id, "text": ...}`, a model reply's whole text."""
-    pending_approvals: list[dict[str, Any]] = field(default_factory=list)
-    stop_reason: str | None = None
-    answer: str = ""
     since: str = ""
     """The checkpoint the invocation started from (`StepInput.since`, found if it was None)."""
     checkpoint: str = ""
     """The thread's latest checkpoint after the step: where an invocation after a pause starts."""
+
+    @property
+    def pending_approvals(self) -> list[dict[str, Any]]:
+        """The calls the turn paused on, waiting for a person's decision."""
+        return list(self.report.get("pending_approvals") or [])
 
 
 @dataclass

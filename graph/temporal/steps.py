@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langgraph.types import Command
 
+from graph.output import RUN_KEY
 from graph.run import CAN_APPROVE, RunContext
 from graph.runs.progress import record_update
 from graph.runs.report import message_ids, pending_approvals_of, turn_report
@@ -137,6 +138,8 @@ def advance(
     shows as it goes, with the reply's tokens if `step.stream`.
     """
     config = step_config(step.thread_id, lease_wait_s)
+    if step.response_format is not None:  # the turn's answer schema (graph/output.py)
+        config["configurable"][RUN_KEY] = step.response_format
     since = step.since if step.since is not None else _start_of_turn(graph, step, config)
     graph_input = _first_input(graph, step, config, retried)
     output = output or StepOutput()
@@ -231,18 +234,10 @@ def _summary(
     if since:
         at = {"configurable": {"thread_id": thread_id, "checkpoint_id": since}}
         before = message_ids(graph.get_state(cast("RunnableConfig", at)))
-    report = turn_report(thread_id, state, before)
     return StepSummary(
         next=after,
-        model_calls=report["model_calls"],
-        models=report["models"],
-        thread_usage=report["thread_usage"],
-        usage=report["usage"],
-        tool_calls=report["tool_calls"],
+        report=turn_report(thread_id, state, before),
         output=output.items(),
-        pending_approvals=report.get("pending_approvals", []),
-        stop_reason=report["stop_reason"],
-        answer=report["answer"],
         since=since,
         checkpoint=_checkpoint_id(state),
     )

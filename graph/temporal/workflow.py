@@ -117,6 +117,7 @@ class FerryTurn:
             decision=turn.decision,
             model=turn.model,
             stream=turn.stream,
+            response_format=turn.response_format,
         )
         while True:
             left = max((deadline - workflow.now()).total_seconds(), 0.0)
@@ -145,32 +146,28 @@ class FerryTurn:
                     decision=decision,
                     model=turn.model,
                     stream=turn.stream,
+                    response_format=turn.response_format,
                     since=summary.checkpoint,  # the resumed invocation reports its own calls
                 )
                 continue
             if summary.next == END:
                 self._finish(turn.thread_id, summary, "done")
                 break
-            step = StepInput(turn.thread_id, 0.0, model=turn.model, stream=turn.stream, since=since)
+            step = StepInput(
+                turn.thread_id,
+                0.0,
+                model=turn.model,
+                stream=turn.stream,
+                response_format=turn.response_format,
+                since=since,
+            )
         await workflow.wait_condition(workflow.all_handlers_finished)
         assert self._report is not None
         return self._report
 
     def _finish(self, thread_id: str, summary: StepSummary, state: str) -> None:
-        paused = bool(summary.pending_approvals)
-        report: dict[str, Any] = {
-            "thread_id": thread_id,
-            "answer": summary.answer,
-            "stop_reason": "awaiting_approval" if paused else summary.stop_reason,
-            "model_calls": summary.model_calls,  # the invocation's, read from the thread
-            "models": summary.models,
-            "tool_calls": summary.tool_calls,
-            "usage": summary.usage,
-            "thread_usage": summary.thread_usage,
-        }
-        if paused:
-            report["pending_approvals"] = summary.pending_approvals
-        self._report, self._state = report, state
+        # The invocation's report as the step read it from the thread: every runner's report.
+        self._report, self._state = {**summary.report, "thread_id": thread_id}, state
 
     async def _await_decision(self, thread_id: str, summary: StepSummary) -> dict[str, Any] | None:
         """Report the pause, then wait for `decide` (`ferry resume --approve` or `--reject`).

@@ -169,8 +169,8 @@ def test_json_reports_three_parallel_calls_in_one_object(
     report = one_json_object(done)
 
     assert set(report) == {
-        "thread_id", "answer", "stop_reason", "model_calls", "models", "tool_calls", "usage",
-        "thread_usage",
+        "thread_id", "answer", "stop_reason", "output", "model_calls", "models", "tool_calls",
+        "usage", "thread_usage",
     }  # fmt: skip
     assert UUID4.fullmatch(report["thread_id"])
     assert "thread: " not in done.stderr  # the id is in the object

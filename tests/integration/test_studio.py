@@ -301,9 +301,12 @@ def test_studio_shows_the_schemas_and_decides_approvals_in_langchains_format(
         [assistant] = client.assistants.search(graph_id="agent")
         schemas = client.assistants.get_schemas(assistant["assistant_id"])
         assert list(schemas["input_schema"]["properties"]) == ["messages"]
-        assert list(schemas["output_schema"]["properties"]) == ["messages", "stop_reason"]
+        assert list(schemas["output_schema"]["properties"]) == [
+            "messages", "stop_reason", "structured_response"
+        ]  # fmt: skip
         assert list(schemas["state_schema"]["properties"]) == [
-            "messages", "stop_reason", "tool_failures", "summary", "released_calls"
+            "messages", "stop_reason", "tool_failures", "summary", "structured_response",
+            "released_calls",
         ]  # fmt: skip
         assert schemas["context_schema"] is None  # no settings: the run id is not one
 
@@ -448,3 +451,30 @@ def test_a_fact_remembered_through_the_server_is_recalled_everywhere_until_forgo
             "Remembered: Nothing is remembered yet."
         )
         assert client.store.search_items(("ferry", "memories", "ada"))["items"] == []
+
+
+def test_a_client_sends_an_answer_schema_with_its_run(
+    cli: Ferry, tmp_path: Path, env: dict[str, str]
+) -> None:
+    schema = {"title": "Sum", "type": "object", "properties": {"total": {"type": "integer"}}}
+    question = {"messages": [{"role": "user", "content": "What is 150 * 3?"}]}
+    with langgraph_dev(tmp_path, env, expected_errors=("graph.settings.ConfigError",)) as client:
+        thread_id = client.threads.create()["thread_id"]
+        values = client.runs.wait(
+            thread_id, "agent", input=question, config={"configurable": {"response_format": schema}}
+        )
+        assert isinstance(values, dict), values
+        assert values["stop_reason"] == "answered"
+        assert values["structured_response"] == {"total": 450}
+
+        # A schema that cannot work fails the run before it stores anything.
+        bad = {"configurable": {"response_format": {"type": "array"}}}
+        failed = client.runs.create(thread_id, "agent", input=question, config=bad)
+        client.runs.join(thread_id, failed["run_id"])
+        assert client.runs.get(thread_id, failed["run_id"])["status"] == "error"
+        stored = server_messages(client, thread_id)
+        assert types(stored) == ["human", "ai", "tool", "ai", "tool"]
+
+    # The CLI reads the same thread: the answer tool's call and result are in its history.
+    shown = one_json_object(cli("history", "--thread", thread_id, "--json", env=env, cwd=tmp_path))
+    assert [m["role"] for m in shown["messages"]][-2:] == ["assistant", "tool"]
