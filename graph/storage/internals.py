@@ -23,13 +23,15 @@ from langchain_core.runnables import RunnableConfig
 # - CONFIG_KEY_READ_STATE, a function reading the graph state as the task's node would get it
 #   from an edge (what `ToolNode` reads for `InjectedState`). A task sent with `Send` gets only
 #   its packet: `execute_tool` reads the thread here to check that `check` released its call.
-from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_READ_STATE
-
-# The task ids under which a run stores writes on the checkpoint it starts from (private
-# constants): its input for a delta channel under uuid5(that checkpoint's id, INPUT), a resume
-# value or a `Command` update under NULL_TASK_ID. Deleting a run (`delete_for_runs`) deletes
-# them too (`run_writes_on_start`).
-from langgraph._internal._constants import INPUT, NULL_TASK_ID
+# And the task ids under which a run stores writes on the checkpoint it starts from: its input
+# for a delta channel under uuid5(that checkpoint's id, INPUT), a resume value or a `Command`
+# update under NULL_TASK_ID. Deleting a run deletes them too (`run_writes_on_start`).
+from langgraph._internal._constants import (
+    CONFIG_KEY_CHECKPOINTER,
+    CONFIG_KEY_READ_STATE,
+    INPUT,
+    NULL_TASK_ID,
+)
 from langgraph.checkpoint.base import DeltaChannelHistory
 
 # The msgpack extension codes of LangGraph's serializer (private constants of `jsonplus`).

@@ -1,4 +1,4 @@
-"""Deleting a run's checkpoints in Postgres: what the server's `multitask_strategy="rollback"` asks for.
+"""Deleting a run's checkpoints in Postgres, as the server's `multitask_strategy="rollback"` does.
 
 LangGraph's `checkpoints` table holds each checkpoint's metadata as JSON, so a run's
 checkpoints are found by one statement. What the run left on the thread goes with them, as in

@@ -73,7 +73,9 @@ def _steps_of(
     return found
 
 
-def _delete(saver: FerrySaver, cur: Any, number: int, namespace: str, steps: dict[Any, Any]) -> None:
+def _delete(
+    saver: FerrySaver, cur: Any, number: int, namespace: str, steps: dict[Any, Any]
+) -> None:
     """Delete a thread namespace's `steps`, and what their run left on the steps that stay."""
     keys = list(steps)
     marks = ",".join("?" * len(keys))
