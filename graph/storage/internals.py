@@ -10,6 +10,7 @@ The versions these are tested with are pinned in pyproject.toml.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -22,7 +23,15 @@ from langchain_core.runnables import RunnableConfig
 # - CONFIG_KEY_READ_STATE, a function reading the graph state as the task's node would get it
 #   from an edge (what `ToolNode` reads for `InjectedState`). A task sent with `Send` gets only
 #   its packet: `execute_tool` reads the thread here to check that `check` released its call.
-from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_READ_STATE
+# And the task ids under which a run stores writes on the checkpoint it starts from: its input
+# for a delta channel under uuid5(that checkpoint's id, INPUT), a resume value or a `Command`
+# update under NULL_TASK_ID. Deleting a run deletes them too (`run_writes_on_start`).
+from langgraph._internal._constants import (
+    CONFIG_KEY_CHECKPOINTER,
+    CONFIG_KEY_READ_STATE,
+    INPUT,
+    NULL_TASK_ID,
+)
 from langgraph.checkpoint.base import DeltaChannelHistory
 
 # The msgpack extension codes of LangGraph's serializer (private constants of `jsonplus`).
@@ -62,6 +71,7 @@ __all__ = [
     "DeltaSnapshot",
     "build_delta_channels_writes_history",
     "run_checkpointer",
+    "run_writes_on_start",
     "snapshot_value",
     "task_state",
     "LANGGRAPH_POSTGRES_COLUMNS",
@@ -105,6 +115,18 @@ def snapshot_value(seed: Any) -> list[Any]:
 def run_checkpointer(config: RunnableConfig) -> Any:
     """The checkpointer of the run a node's `config` belongs to, or None (private key)."""
     return config.get("configurable", {}).get(CONFIG_KEY_CHECKPOINTER)
+
+
+def run_writes_on_start(checkpoint_id: str) -> list[str]:
+    """The task ids of the writes a run puts on the checkpoint it starts from, `checkpoint_id`.
+
+    The input's id is made from the checkpoint's, so the next run from the same checkpoint
+    reuses it: a write left there by a deleted run would be kept in place of the new one.
+    """
+    try:
+        return [str(uuid.uuid5(uuid.UUID(checkpoint_id), INPUT)), NULL_TASK_ID]
+    except ValueError:  # not a UUID: LangGraph stores no input under it
+        return [NULL_TASK_ID]
 
 
 def task_state(config: RunnableConfig) -> Any:

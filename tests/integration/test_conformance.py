@@ -91,7 +91,7 @@ def test_ferry_saver_conforms(tmp_path: Path) -> None:
         yield sync_driven(saver)
         saver.conn.close()
 
-    _assert_conforms(ferry_saver, _BASE | {"prune"})
+    _assert_conforms(ferry_saver, _BASE | {"prune", "delete_for_runs"})
 
 
 def test_the_servers_saver_conforms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -102,7 +102,7 @@ def test_the_servers_saver_conforms(tmp_path: Path, monkeypatch: pytest.MonkeyPa
             assert isinstance(saver, FerrySaver)  # its own async methods, not `sync_driven`
             yield saver
 
-    _assert_conforms(server_saver, _BASE | {"prune"})
+    _assert_conforms(server_saver, _BASE | {"prune", "delete_for_runs"})
 
 
 def test_the_postgres_savers_conform(postgres_server: PostgresServer) -> None:
@@ -124,5 +124,5 @@ def test_the_postgres_savers_conform(postgres_server: PostgresServer) -> None:
             await saver.setup()
             yield saver
 
-    _assert_conforms(sync_saver, _BASE | {"prune"})
-    _assert_conforms(async_saver, _BASE | {"prune"})
+    _assert_conforms(sync_saver, _BASE | {"prune", "delete_for_runs"})
+    _assert_conforms(async_saver, _BASE | {"prune", "delete_for_runs"})

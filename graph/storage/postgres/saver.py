@@ -24,7 +24,7 @@ from graph.storage.codec.serde import serializer
 from graph.storage.history.folding import Fold, default_fold
 from graph.storage.history.messages import History
 from graph.storage.internals import postgres_cursor, saver_loop
-from graph.storage.postgres import layout_versions, summaries
+from graph.storage.postgres import layout_versions, runs, summaries
 from graph.storage.postgres.history_sql import SELECT_SQL
 from graph.storage.postgres.tables import (
     DELETE_FERRY_ROWS,
@@ -149,6 +149,22 @@ class FerryPostgresSaver(NamesThreadOnRefusal, PostgresSaver):
                 cur.execute(statement, (str(thread_id),))
         self.kept.forget(str(thread_id))
 
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the runs' checkpoints and writes, and what they left on the thread.
+
+        The server's `multitask_strategy="rollback"` runs it (`graph.storage.postgres.runs`).
+        """
+        wanted = [str(run_id) for run_id in run_ids]
+        if not wanted:
+            return
+        with postgres_cursor(self) as cur, cur.connection.transaction():
+            cur.execute(runs.DELETE_CHECKPOINTS, (wanted,))
+            deleted = cur.fetchall()
+            for statement, params in runs.follow_ups(deleted):
+                cur.execute(statement, params)
+        for thread_id in runs.threads_of(deleted):
+            self.kept.forget(thread_id)
+
     def stored_bytes(self) -> int:
         """Disk space the threads take: Ferry's tables with their indexes and TOAST data."""
         with postgres_cursor(self) as cur:
@@ -261,6 +277,22 @@ class AsyncFerryPostgresSaver(NamesThreadOnRefusal, AsyncPostgresSaver):
             for statement in DELETE_FERRY_ROWS:
                 await cur.execute(statement, (str(thread_id),))
         self.kept.forget(str(thread_id))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the runs' checkpoints and writes, and what they left on the thread.
+
+        The server's `multitask_strategy="rollback"` runs it (`graph.storage.postgres.runs`).
+        """
+        wanted = [str(run_id) for run_id in run_ids]
+        if not wanted:
+            return
+        async with postgres_cursor(self) as cur, cur.connection.transaction():
+            await cur.execute(runs.DELETE_CHECKPOINTS, (wanted,))
+            deleted = await cur.fetchall()
+            for statement, params in runs.follow_ups(deleted):
+                await cur.execute(statement, params)
+        for thread_id in runs.threads_of(deleted):
+            self.kept.forget(thread_id)
 
 
 def postgres_saver(url: str) -> FerryPostgresSaver:

@@ -76,6 +76,10 @@ class AsyncInThreads(BaseCheckpointSaver[Any]):
         """`delete_thread`, off the event loop."""
         await asyncio.to_thread(self.delete_thread, thread_id)
 
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """`delete_for_runs`, off the event loop."""
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """`prune`, off the event loop."""
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)

@@ -251,6 +251,34 @@ def drop(cur: sqlite3.Cursor, serde: Any, number: int, namespace: str) -> None:
     Retention runs it once the kept checkpoints no longer need the parts (the oldest holds the
     whole history), so the few kept writes own their values again.
     """
+    _own_values(cur, serde, number, namespace, None)
+    cur.execute("DELETE FROM ferry_parts WHERE thread = ? AND ns = ?", (number, namespace))
+
+
+def drop_at(cur: sqlite3.Cursor, serde: Any, number: int, namespace: str, steps: set[Any]) -> None:
+    """Delete the parts at `steps` and those continuing them, as `drop` does.
+
+    A part at a deleted step may hold messages of steps that stay (a part holds the history
+    since the part before it): their writes get those values back first.
+    """
+    found = index(cur, number, namespace)
+    gone = {step for step in steps if step in found}
+    while more := {s for s, part in found.items() if part.prev in gone and s not in gone}:
+        gone |= more
+    if not gone:
+        return
+    _own_values(cur, serde, number, namespace, gone)
+    marks = ",".join("?" * len(gone))
+    cur.execute(
+        f"DELETE FROM ferry_parts WHERE thread = ? AND ns = ? AND id IN ({marks})",
+        (number, namespace, *gone),
+    )
+
+
+def _own_values(
+    cur: sqlite3.Cursor, serde: Any, number: int, namespace: str, gone: set[Any] | None
+) -> None:
+    """Give the writes that refer into the parts at `gone` (None: any part) their values back."""
     resolver = Resolver(cur, serde, number, namespace)
     cur.execute(
         "SELECT id, task, records FROM ferry_writes WHERE thread = ? AND ns = ?",
@@ -258,17 +286,16 @@ def drop(cur: sqlite3.Cursor, serde: Any, number: int, namespace: str) -> None:
     )
     for step, task, stored in cur.fetchall():
         records = layout.unpacked(stored)
-        if all(type_tag != REF for _, _, type_tag, _ in records):
+        refs = [i for i, (_, _, type_tag, data) in enumerate(records) if type_tag == REF]
+        if gone is not None:
+            refs = [i for i in refs if _reference(records[i][3])[0] in gone]
+        if not refs:
             continue
-        owned = [
-            (idx, channel, *serde.dumps_typed(resolver.value(type_tag, data)))
-            if type_tag == REF
-            else (idx, channel, type_tag, data)
-            for idx, channel, type_tag, data in records
-        ]
+        for i in refs:
+            idx, channel, type_tag, data = records[i]
+            records[i] = (idx, channel, *serde.dumps_typed(resolver.value(type_tag, data)))
         cur.execute(
             "UPDATE ferry_writes SET records = ? "
             "WHERE thread = ? AND ns = ? AND id = ? AND task = ?",
-            (layout.packed(owned), number, namespace, step, task),
+            (layout.packed(records), number, namespace, step, task),
         )
-    cur.execute("DELETE FROM ferry_parts WHERE thread = ? AND ns = ?", (number, namespace))

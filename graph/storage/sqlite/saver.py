@@ -36,6 +36,7 @@ from graph.storage.sqlite import (
     maintenance,
     reading,
     retention,
+    runs,
     summaries,
     versions,
     writing,
@@ -173,6 +174,13 @@ class FerrySaver(AsyncInThreads):
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread's checkpoints, writes and Ferry's rows, and forget its histories."""
         maintenance.delete_thread(self, thread_id)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the runs' checkpoints and writes, and what they left on the thread.
+
+        The server's `multitask_strategy="rollback"` runs it (`graph.storage.sqlite.runs`).
+        """
+        runs.delete_for_runs(self, run_ids)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Keep only each thread's latest checkpoint per namespace, or (`delete`) nothing.
