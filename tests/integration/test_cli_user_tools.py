@@ -7,6 +7,7 @@ these show that the working folder is searched as `python -m` would search it.
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -47,11 +48,15 @@ ASK = 'use create_ticket with title="printer broken"'
 def ferry(tmp_path: Path, *args: str, **settings: str) -> subprocess.CompletedProcess[str]:
     """Run the console script in `tmp_path`, offline, with the tickets module beside it."""
     (tmp_path / "tickets.py").write_text(TICKETS)
+    return run_command([FERRY_SCRIPT, *args], env=offline_env(tmp_path, **settings), cwd=tmp_path)
+
+
+def offline_env(tmp_path: Path, **settings: str) -> dict[str, str]:
+    """The offline model, and no path to the module but the working folder."""
     env = ferry_env(tmp_path, FERRY_MODEL="offline")
     env.pop("FERRY_TOOLS", None)
-    env.pop("PYTHONPATH", None)  # found only because it is in the working folder
-    env.update(settings)
-    return run_command([FERRY_SCRIPT, *args], env=env, cwd=tmp_path)
+    env.pop("PYTHONPATH", None)
+    return {**env, **settings}
 
 
 def failed(done: subprocess.CompletedProcess[str], code: int, line: str) -> None:
@@ -270,3 +275,24 @@ def test_on_temporal_ask_refuses_tools_the_workers_must_load(tmp_path: Path) -> 
         "ferry: --tools: on Temporal the workers run the tools, not this command; start them "
         "with ferry worker --tools tickets:tools (or FERRY_TOOLS), and ask without --tools",
     )
+
+
+def test_the_readme_example_runs_keyless_from_the_command_line(tmp_path: Path) -> None:
+    """The README's `tickets.py`, saved as it says, and its `--tools` command lines, as written."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Your own tools") :]
+    module = section.split("```python\n", 1)[1].split("\n```", 1)[0]
+    shell = section.split("```sh\n", 1)[1].split("\n```", 1)[0]
+    lines = [shlex.split(line)[1:] for line in shell.splitlines()]
+    assert [line[:3] for line in lines] == [
+        ["ask", "--tools", "tickets:tools"],
+        ["tools", "call", "--tools"],
+    ]
+    (tmp_path / "tickets.py").write_text(module)
+    env = offline_env(tmp_path)
+
+    asked, called = (run_command([FERRY_SCRIPT, *line], env=env, cwd=tmp_path) for line in lines)
+
+    assert asked.returncode == 0 and called.returncode == 0, asked.stderr + called.stderr
+    assert asked.stdout.startswith("create_ticket: ticket opened: printer broken (call_")
+    assert called.stdout.startswith("ticket opened: printer broken (call_")
