@@ -188,7 +188,7 @@ def _compile(
     if unknown:  # a typo would silently remove the approval step
         raise ConfigError(
             f"FERRY_APPROVE_TOOLS names {', '.join(map(repr, unknown))}, which is not a tool; "
-            f"the tools are {', '.join(t.name for t in tools)}"
+            f"the tools are {', '.join(t.name for t in tools)} (yours: --tools or FERRY_TOOLS)"
         )
     answer = output.response_format(response_format) if response_format is not None else None
     nodes = AgentNodes(settings=settings, tools=list(tools), model=model, response_format=answer)
@@ -214,14 +214,36 @@ def _compile(
 
 
 def default_tools(settings: Settings) -> list[BaseTool]:
-    """Ferry's own tools, then those of the MCP servers configured (`FERRY_MCP_CONFIG`)."""
+    """Ferry's own tools, yours (`FERRY_TOOLS`), then the MCP servers' (`FERRY_MCP_CONFIG`)."""
     from tools import TOOLS
     from tools.mcp import McpConfigError, mcp_tools
 
+    yours = user_tools(settings)
+    taken = [t.name for t in [*TOOLS, *yours]]
     try:
-        return [*TOOLS, *mcp_tools(settings.mcp_config)]  # renamed where a name is taken
+        return [*TOOLS, *yours, *mcp_tools(settings.mcp_config, reserved=taken)]  # renamed if taken
     except McpConfigError as exc:
         raise ConfigError(str(exc)) from exc
+
+
+def user_tools(settings: Settings, option: str = "FERRY_TOOLS") -> list[BaseTool]:
+    """The tools `FERRY_TOOLS` names (`module:ATTR`, comma-separated); none by default.
+
+    `option` is what the error line names as their source (`--tools` on the command line).
+    """
+    from tools.user_tools import UserToolsError, load_user_tools, tool_specs
+
+    specs = tool_specs(settings.tools)
+    if not specs:
+        return []
+    from tools import TOOLS
+    from tools.memory import recall, remember
+
+    reserved = frozenset(t.name for t in [*TOOLS, remember, recall])
+    try:
+        return list(load_user_tools(specs, reserved))
+    except UserToolsError as exc:
+        raise ConfigError(f"{option} {exc}") from None
 
 
 def build_graph(

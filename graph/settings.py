@@ -102,6 +102,10 @@ class Settings(BaseSettings):
     """Timeout of one HTTP request made by a tool."""
     http_retry_total_s: float = Field(default=ToolSettings.http_retry_total_s, ge=0)
     """Total time a tool may spend retrying transient HTTP failures."""
+    tools: str = ""
+    """Your own tools, comma-separated `module:ATTR` (`tickets:tools`): each a list of LangChain
+    tools or one tool, the module imported from the Python path or the working directory; offered
+    beside the built-in ones, whose names they may not take."""
     mcp_config: Path | None = None
     """JSON file of MCP servers (`mcpServers`); by default a trusted `mcp.json` in the working
     directory."""

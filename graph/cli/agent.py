@@ -40,19 +40,44 @@ def print_json(value: Any) -> None:
     sys.stdout.write(printable_json(json.dumps(value, ensure_ascii=False, default=str)) + "\n")
 
 
+def command_settings(args: argparse.Namespace) -> Settings:
+    """The settings with the command's `--model` and `--tools` applied (`with_tools_option`)."""
+    from graph.settings import get_settings
+
+    settings = get_settings()
+    if getattr(args, "model", None):
+        settings = settings.model_copy(update={"model": args.model})
+    return with_tools_option(settings, args)
+
+
+def with_tools_option(settings: Settings, args: argparse.Namespace) -> Settings:
+    """The settings with `--tools` in place of `FERRY_TOOLS` (as `--model` of `FERRY_MODEL`).
+
+    Its tools are imported now, so a module not found, or not tools, is a usage error (exit 2).
+    """
+    if not getattr(args, "tools", None):
+        return settings
+    from graph.builder import user_tools
+    from graph.settings import ConfigError
+
+    settings = settings.model_copy(update={"tools": ",".join(args.tools)})
+    try:
+        user_tools(settings, option="--tools")
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    return settings
+
+
 @contextmanager
 def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryGraph]:
     """The graph on the configured database for one command; the model checked up front."""
     from graph.builder import build_graph
     from graph.log import configure_logging
     from graph.models import make_model
-    from graph.settings import get_settings
     from graph.storage import open_saver
     from graph.storage.stores import open_store
 
-    settings: Settings = get_settings()
-    if getattr(args, "model", None):
-        settings = settings.model_copy(update={"model": args.model})
+    settings = command_settings(args)
     configure_logging(settings)
     model = make_model(settings.model) if need_model else None
     # The built-in tools and the MCP servers' (started now, once per process)...
@@ -315,6 +340,29 @@ def has_unfinished_run(state: Any) -> bool:
     return run_has_work(state)
 
 
+def refuse_missing_tools(args: argparse.Namespace, state: Any) -> None:
+    """A usage error if the run left calls of tools this command lacks (`--tools` not given).
+
+    Resumed without them, each such call would be answered "unknown tool" for good, and an
+    approval given with `--approve` spent on that.
+    """
+    from graph.builder import default_tools
+    from graph.guards import unanswered_calls
+    from tools.memory import recall, remember
+
+    calls = unanswered_calls(state.values.get("messages") or [])
+    if not calls:
+        return
+    known = {t.name for t in [*default_tools(command_settings(args)), remember, recall]}
+    missing = sorted({call["name"] for call in calls} - known)
+    if missing:
+        raise UsageError(
+            f"thread {args.thread}'s run calls {', '.join(missing)}, not a tool here: resume "
+            "it with the tools it used, --tools MODULE:ATTR (or FERRY_TOOLS), or ask on the "
+            "thread to leave those calls unrun"
+        )
+
+
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue an interrupted or crashed run from its last checkpoint."""
     from langgraph.types import Command
@@ -324,6 +372,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     refuse_without_database(args)
     with open_graph(args, need_model=True) as graph:
         state = existing_state(graph, args.thread)
+        refuse_missing_tools(args, state)
         if args.approve or args.reject is not None:
             pending = pending_approvals_of(state)
             if not pending:

@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graph.cli.agent import print_json
+from graph.cli.agent import command_settings, print_json
 from graph.controls import printable
 
 if TYPE_CHECKING:
@@ -127,9 +127,8 @@ def _server_line(server: dict[str, Any]) -> str:
 def cmd_info(args: argparse.Namespace) -> int:
     """Print the model, database, files root, tools and changed settings; check the database."""
     from graph.log import configure_logging
-    from graph.settings import get_settings
 
-    settings = get_settings()
+    settings = command_settings(args)
     configure_logging(settings)  # a server that fails to start says so through Ferry's logs
     report = gather(settings)
     if args.json:
@@ -184,9 +183,8 @@ def tool_records(settings: Settings) -> list[dict[str, Any]]:
 def cmd_tools(args: argparse.Namespace) -> int:
     """List every tool with its source and arguments."""
     from graph.log import configure_logging
-    from graph.settings import get_settings
 
-    settings = get_settings()
+    settings = command_settings(args)
     configure_logging(settings)
     mcp_servers(settings)  # every server started: the tools listed are live, and cached anew
     records = tool_records(settings)

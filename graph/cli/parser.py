@@ -23,7 +23,7 @@ from graph.cli.threads import (
     cmd_threads,
     cmd_undo,
 )
-from graph.cli.tool_call import add_tool_call_command
+from graph.cli.tool_call import add_tool_call_command, add_tools_option
 from graph.cli.trust import add_trust_commands
 
 COMMANDS = (
@@ -192,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
         )
     for p in (ask, resume, history, threads, fork, undo, delete, prune, info, tools):
         p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    for p in (ask, chat, resume, info, tools):  # the commands that offer or list the tools
+        add_tools_option(p)
     add_memory_commands(sub)
     add_trust_commands(sub)
     add_conversion_commands(sub)

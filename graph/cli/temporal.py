@@ -13,9 +13,10 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from graph.cli.agent import UserError
+from graph.cli.agent import UsageError, UserError
 from graph.cli.temporal_runtime import RUNTIME, client_of, run_on_temporal, say, settings_of
 from graph.cli.temporal_turns import HOOKS
+from graph.cli.tool_call import add_tools_option
 
 
 def add_temporal_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,6 +42,7 @@ def add_temporal_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     cancel.set_defaults(handler=cmd_cancel)
     for command in (worker, cancel):
         command.add_argument("--temporal", metavar="ADDRESS", help=help_address)
+    add_tools_option(worker)  # the worker runs the turns' tools; ask hands it only the question
 
 
 Handler = Callable[[argparse.Namespace], int]
@@ -50,7 +52,15 @@ def _routed(in_process: Handler, on_temporal_handler: Handler) -> Handler:
     """A command's handler that hands the turn to Temporal when an address is configured."""
 
     def handler(args: argparse.Namespace) -> int:
-        return (on_temporal_handler if on_temporal(args) else in_process)(args)
+        if not on_temporal(args):
+            return in_process(args)
+        if args.tools:
+            raise UsageError(
+                "--tools: on Temporal the workers run the tools, not this command; start them "
+                f"with ferry worker --tools {' --tools '.join(args.tools)} (or FERRY_TOOLS), "
+                "and ask without --tools"
+            )
+        return on_temporal_handler(args)
 
     handler.__doc__ = in_process.__doc__
     return handler

@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from graph.cli.agent import open_graph
+from graph.cli.agent import open_graph, with_tools_option
 from graph.controls import printable
 
 if TYPE_CHECKING:
@@ -31,11 +31,11 @@ T = TypeVar("T")
 
 
 def settings_of(args: argparse.Namespace) -> Settings:
-    """The settings, with `--temporal ADDRESS` applied; logging configured from them."""
+    """The settings, with `--temporal ADDRESS` (and `--tools`) applied; logging configured."""
     from graph.log import configure_logging
     from graph.settings import get_settings
 
-    settings = get_settings()
+    settings = with_tools_option(get_settings(), args)  # the worker's; ask refuses it (temporal.py)
     if getattr(args, "temporal", None):
         settings = settings.model_copy(update={"temporal_address": args.temporal})
     configure_logging(settings)

@@ -25,7 +25,13 @@ import sys
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from graph.cli.agent import UsageError, print_json, resume_all, thread_config
+from graph.cli.agent import (
+    UsageError,
+    command_settings,
+    print_json,
+    resume_all,
+    thread_config,
+)
 from graph.controls import printable
 
 if TYPE_CHECKING:
@@ -46,8 +52,20 @@ def add_tool_call_command(tools: argparse.ArgumentParser) -> None:
         "arguments", nargs="?", default="{}", help="""its arguments as one JSON object ('{}')"""
     )
     call.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_tools_option(call)
     call.add_argument(
         "--approve", action="store_true", help="approve it if it needs approval (no prompt)"
+    )
+
+
+def add_tools_option(parser: argparse.ArgumentParser) -> None:
+    """`--tools module:ATTR`, repeatable: your own tools, in place of `FERRY_TOOLS`."""
+    parser.add_argument(
+        "--tools",
+        action="append",
+        metavar="MODULE:ATTR",
+        help="your own tools: a list of LangChain tools (or one) in a module importable from "
+        "here; repeatable; replaces FERRY_TOOLS",
     )
 
 
@@ -62,9 +80,8 @@ def cmd_tool_call(args: argparse.Namespace) -> int:
     from graph.models.one_call import AsksForOneCall
     from graph.nodes import CAN_APPROVE
     from graph.runs.report import pending_approvals_of
-    from graph.settings import get_settings
 
-    settings = get_settings()
+    settings = command_settings(args)
     configure_logging(settings)
     tools = {tool.name: tool for tool in default_tools(settings)}
     tool = tools.get(args.name)

@@ -144,15 +144,18 @@ def parse_intents(text: str, previous_result: str | None = None) -> list[Intent]
     return [intent for _, intent in sorted(found, key=lambda pair: pair[0])]
 
 
-_NAMED = re.compile(r"^\s*(?:(?:call|use)\s+)?(?P<name>[A-Za-z_][\w-]*)(?:\s+(?P<args>.+?))?\s*$")
+_NAMED = re.compile(
+    r"^\s*(?:(?:call|use)\s+)?(?P<name>[A-Za-z_][\w-]*)(?:\s+with(?=\s))?(?:\s+(?P<args>.+?))?\s*$"
+)
 
 
 def named_call(text: str, tool_names: tuple[str, ...]) -> Intent | None:
-    """A call of a tool by its name: `create_ticket title="printer jam"` or `NAME {json}`.
+    """A call of a tool by its name: `use create_ticket with title="printer jam"`, `NAME {json}`.
 
     How the offline model calls tools it has no words for (yours, an MCP server's): the
-    question is the tool's name, then its arguments as JSON or as `key=value` pairs (a value
-    that reads as a number is one). None when the question is not such a call.
+    question is the tool's name (after an optional `use` or `call`), then, after an optional
+    `with`, its arguments as JSON or as `key=value` pairs (a value that reads as a number is
+    one). None when the question is not such a call.
     """
     match = _NAMED.match(text)
     if match is None or match.group("name") not in tool_names:
