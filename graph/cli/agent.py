@@ -354,6 +354,11 @@ def refuse_missing_tools(args: argparse.Namespace, state: Any) -> None:
     if not calls:
         return
     known = {t.name for t in [*default_tools(command_settings(args)), remember, recall]}
+    if getattr(args, "schema", None):  # its answer tool, which check answers
+        from graph.output import RUN_KEY, of_run
+
+        answer = of_run({"configurable": {RUN_KEY: args.schema}}, None)
+        known |= {answer.name} if answer else set()
     missing = sorted({call["name"] for call in calls} - known)
     if missing:
         raise UsageError(
