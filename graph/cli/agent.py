@@ -156,6 +156,7 @@ def run_to_stop(
     from langgraph.types import Command
 
     from graph.cli.cancel import StopCancelledAnswer
+    from graph.cli.interrupt import interrupt_again, outcome_stored
     from graph.cli.render import Progress, announce_resumed_calls, stream_run
     from graph.nodes import CAN_APPROVE
     from graph.runs.report import message_ids, pending_approvals_of, turn_report
@@ -176,11 +177,13 @@ def run_to_stop(
     config["configurable"][CAN_APPROVE] = interactive or isinstance(graph_input, Command)
     while True:
         stream_run(graph, graph_input, config, progress, on_start)
+        outcome_stored()  # a Ctrl-C from here loses nothing: said once the command is done
         on_start = _nothing  # announced once, before the first run
         state = graph.get_state(config)
         pending = pending_approvals_of(state)
         if not (pending and interactive):
             break
+        interrupt_again()  # while a person decides, Ctrl-C leaves the run to resume
         graph_input = Command(resume=ask_decisions(pending))
     if as_json:
         print_json(turn_report(thread_id, state, before))
