@@ -11,7 +11,14 @@ import sys
 
 from graph.cli.agent import UsageError, stdin_is_piped
 from graph.cli.errors import debug_traceback, report_failure
-from graph.cli.interrupt import exit_now, one_interrupt, quiet_after_interrupt, runs_abandoned
+from graph.cli.interrupt import (
+    end_at_exit,
+    exit_now,
+    one_interrupt,
+    quiet_after_interrupt,
+    runs_abandoned,
+    say_if_interrupted_after_stored,
+)
 from graph.cli.parser import build_parser, with_ask
 
 __all__ = ["build_parser", "main"]
@@ -51,6 +58,7 @@ def _stored(thread: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `ferry` console script."""
     parser = build_parser()
+    console = argv is None  # the `ferry` process itself, not a caller's (a test's) own
     argv = sys.argv[1:] if argv is None else argv
     if not argv and stdin_is_piped():  # `echo "what is 2+2" | ferry`: the question
         argv = ["ask"]
@@ -60,12 +68,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with one_interrupt():
             try:
-                return int(args.handler(args))
+                code = int(args.handler(args))
             except KeyboardInterrupt:
                 # Handled inside: a second Ctrl-C during it is still ignored. Outside, the
                 # default handler is back, and a KeyboardInterrupt there would leave the
                 # interpreter waiting at exit for the abandoned run's tool.
                 return interrupted(args)
+            if console:
+                end_at_exit(code)
+        say_if_interrupted_after_stored()
+        return code
     except BrokenPipeError:  # the reader left (`ferry threads | head`): nothing more to say
         # Python would report the pipe again when flushing stdout at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -13,12 +13,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, cast
 
 from graph.cli.approvals import CHOICES, ask_decisions
 from graph.controls import printable, printable_json
 
 if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
     from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import BaseTool
 
@@ -184,6 +185,7 @@ def run_to_stop(
     from langgraph.types import Command
 
     from graph.cli.cancel import StopCancelledAnswer
+    from graph.cli.interrupt import interrupt_again, outcome_stored
     from graph.cli.render import Progress, announce_resumed_calls, stream_run
     from graph.nodes import CAN_APPROVE
     from graph.runs.report import message_ids, pending_approvals_of, turn_report
@@ -208,11 +210,13 @@ def run_to_stop(
     config["configurable"][CAN_APPROVE] = interactive or isinstance(graph_input, Command)
     while True:
         stream_run(graph, graph_input, config, progress, on_start)
+        outcome_stored()  # a Ctrl-C from here loses nothing: said once the command is done
         on_start = _nothing  # announced once, before the first run
         state = graph.get_state(config)
         pending = pending_approvals_of(state)
         if not (pending and interactive):
             break
+        interrupt_again()  # while a person decides, Ctrl-C leaves the run to resume
         graph_input = Command(resume=ask_decisions(pending))
     report = turn_report(thread_id, state, before) if as_json or schema is not None else {}
     if as_json:
@@ -273,7 +277,14 @@ def _read_stdin() -> str:
     return text
 
 
-def read_question(text: str | None) -> str | None:
+class Question(NamedTuple):
+    """What `ask` sends, and the part of it the person typed (the thread's title)."""
+
+    text: str
+    typed: str
+
+
+def read_question(text: str | None) -> Question | None:
     """The question: the argument, with piped stdin before it as context; stdin alone for `-`.
 
     As `llm` does, piped text comes first and the question after it (here past a blank line,
@@ -287,20 +298,36 @@ def read_question(text: str | None) -> str | None:
     context = piped.strip("\n").rstrip()  # keeps the first line's indentation (code)
     if text == "-" or not given:
         if context.strip():
-            return context.strip()
+            return Question(context.strip(), context.strip())
         if text is None:
             return None
         raise UsageError("the question is empty" + (" (nothing on stdin)" if text == "-" else ""))
-    return f"{context}\n\n{given}" if context.strip() else given
+    return Question(f"{context}\n\n{given}" if context.strip() else given, given)
 
 
 def question_of(args: argparse.Namespace) -> str:
     """The question `ask` sends (`read_question`); argparse's usage error when there is none."""
+    return asked(args).text
+
+
+def asked(args: argparse.Namespace) -> Question:
+    """The question `ask` reads (`read_question`); argparse's usage error when there is none."""
     question = read_question(args.question)
     if question is None:
         usage_error: Callable[[str], NoReturn] = args.usage_error
         usage_error("the following arguments are required: question (or pipe it on stdin)")
     return question
+
+
+def user_message(question: Question) -> BaseMessage:
+    """The question as the user message a turn starts with; what was typed kept for the title."""
+    from langchain_core.messages import HumanMessage
+
+    from graph.storage.threads.reading import TYPED_QUESTION
+
+    if question.typed == question.text:
+        return HumanMessage(question.text)
+    return HumanMessage(question.text, additional_kwargs={TYPED_QUESTION: question.typed})
 
 
 def pick_thread(graph: FerryGraph, args: argparse.Namespace) -> str | None:
@@ -324,10 +351,10 @@ def pick_thread(graph: FerryGraph, args: argparse.Namespace) -> str | None:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     """Ask one question: a new turn on a new, given or the most recent thread."""
-    question = question_of(args)
+    question = asked(args)
     with open_graph(args, need_model=True) as graph:
         note = pick_thread(graph, args)
-        graph_input = {"messages": [("user", question)]}
+        graph_input = {"messages": [user_message(question)]}
         return run_to_stop(
             graph, graph_input, args.thread, args.json, note=note, schema=args.schema
         )

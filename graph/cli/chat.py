@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from graph.cli.agent import open_graph, pick_thread, run_to_stop
 from graph.cli.interrupt import (
     exit_now,
+    interrupt_again,
     quiet_after_interrupt,
     quiet_cancelled_runs,
     rearm_interrupt,
@@ -93,6 +94,8 @@ def _answer(graph: FerryGraph, question: str, thread_id: str) -> None:
             "or ask on"
         )
         rearm_interrupt()  # last: a Ctrl-C from here on is one at the prompt
+        return
+    interrupt_again()  # one pressed as the answer was stored is one at the prompt
 
 
 def _say_waiting() -> None:

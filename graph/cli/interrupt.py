@@ -11,10 +11,17 @@ stays stored; the calls it was running are answered on `ferry resume`, as after 
 step boundary (its stream is closed, so LangGraph starts no further step), the next turn on
 the thread first waits for it (`wait_for_cancelled_runs`), and `rearm_interrupt` makes the
 next Ctrl-C interrupt again.
+
+Once a run has stopped and its outcome is stored (`outcome_stored`), nothing is left to lose:
+a Ctrl-C while the CLI prints `--json`, closes the database and exits is recorded, not raised,
+and said in one line once the command is done; the exit code is the command's own. A console
+run then ends before the interpreter's teardown (`end_at_exit`), where Python has put back the
+default action of SIGINT and a Ctrl-C would kill the process without a word.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextvars
 import logging
 import os
@@ -39,6 +46,9 @@ _run_stop: contextvars.ContextVar[threading.Event | None] = contextvars.ContextV
     "ferry_run_stop", default=None
 )
 _interrupt_handler: list[Callable[[int, Any], None]] = []  # the armed guard's, while one is
+AFTER_STORED = "ferry: interrupted after the run had ended; its outcome is stored, nothing lost"
+_after_stored: dict[str, bool] = {}  # after a run is stored: "recording", "pressed", "said"
+_console_exit: list[int] = []  # a console run's exit code, once its command returned
 
 
 def run_in_background(produce: Callable[[], Iterable[T]]) -> Iterator[T]:
@@ -150,7 +160,69 @@ def one_interrupt() -> Iterator[None]:
         yield
     finally:
         _interrupt_handler.remove(first)
-        signal.signal(signal.SIGINT, previous)
+        if not (_after_stored.get("recording") and _console_exit):
+            _after_stored["recording"] = False  # a console run records on, to its end
+            signal.signal(signal.SIGINT, previous)
+
+
+def outcome_stored() -> None:
+    """Record Ctrl-C from now on instead of raising it: the run has stopped and is stored.
+
+    The command then finishes what it prints (`--json`, the approval lines) and closes the
+    database; `say_if_interrupted_after_stored` says the press in one line. Outside the guard
+    (another thread, a process immune to Ctrl-C) nothing changes.
+    """
+    if not _interrupt_handler or threading.current_thread() is not threading.main_thread():
+        return
+    _after_stored.update(recording=True, pressed=False, said=False)
+    signal.signal(signal.SIGINT, _record_press)
+
+
+def _record_press(_signum: int, _frame: Any) -> None:
+    _after_stored["pressed"] = True
+
+
+def interrupt_again() -> None:
+    """Let Ctrl-C interrupt again (a person is asked to decide); one pressed meanwhile does now."""
+    if not _after_stored.get("recording") or not _interrupt_handler:
+        return
+    pressed = _after_stored["pressed"]
+    _after_stored.clear()
+    armed = _interrupt_handler[-1]
+    signal.signal(signal.SIGINT, armed)
+    if pressed:
+        armed(signal.SIGINT, None)  # raises KeyboardInterrupt, as the press would have
+
+
+def say_if_interrupted_after_stored() -> None:
+    """Say, once, that a Ctrl-C came after the run's outcome was stored."""
+    if _after_stored.get("pressed") and not _after_stored.get("said"):
+        _after_stored["said"] = True
+        sys.stderr.write(AFTER_STORED + "\n")
+        sys.stderr.flush()
+
+
+def end_at_exit(code: int) -> None:
+    """End this console process with `code` before the teardown, if its run's outcome is stored."""
+    _console_exit[:] = [code]
+
+
+@atexit.register  # at import, so it runs after the callbacks registered later (last first)
+def _end_before_teardown() -> None:
+    if not (_after_stored.get("recording") and _console_exit):
+        return
+    logging.shutdown()  # registered before this: it would not run after os._exit
+    for stream in (sys.stdout, sys.stderr):  # a Ctrl-C while it blocks is recorded
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    signal.signal(signal.SIGINT, _ignore)
+    try:
+        say_if_interrupted_after_stored()
+    except (OSError, ValueError):
+        pass
+    os._exit(_console_exit[0])
 
 
 def rearm_interrupt() -> None:

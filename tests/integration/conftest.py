@@ -4,15 +4,15 @@ closed after each test that opens them."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.support.pgserver import REQUIRED, PostgresServer, find_bin_dir
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """A throwaway server on loopback; skips (or fails under CI) without an installation."""
+def _installed_bin_dir() -> Path:
+    """The server's tools; skips (or fails under CI) without an installation."""
     bin_dir = find_bin_dir()
     if bin_dir is None:
         reason = (
@@ -22,7 +22,21 @@ def postgres_server() -> Iterator[PostgresServer]:
         if REQUIRED:
             pytest.fail(reason)
         pytest.skip(reason)
-    server = PostgresServer.start(bin_dir)
+    return bin_dir
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A throwaway server on loopback, shared by the session's tests."""
+    server = PostgresServer.start(_installed_bin_dir())
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def own_postgres_server() -> Iterator[PostgresServer]:
+    """A throwaway server of this test's own, which it may restart."""
+    server = PostgresServer.start(_installed_bin_dir())
     yield server
     server.stop()
 

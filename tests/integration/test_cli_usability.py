@@ -166,6 +166,34 @@ def test_ask_dash_reads_the_question_from_stdin(tmp_path: Path) -> None:
     assert empty.stderr == "ferry: the question is empty (nothing on stdin)\n"
 
 
+def test_a_piped_questions_thread_is_titled_by_the_question_typed(
+    cli: Ferry, tmp_path: Path
+) -> None:
+    env = ferry_env(tmp_path)
+    notes = "Meeting notes, Tuesday\n\nThe ferry leaves at 9.\nBring tickets.\n"
+    question = "summarise   this"  # as typed: the title puts it on one line, as any title
+
+    done = subprocess.run(
+        [*FERRY, "ask", question],
+        input=notes,
+        env=env,
+        cwd=tmp_path,
+        text=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 0, done.stderr
+    thread_id = new_thread_id(done.stderr)
+    [listed] = one_json_object(succeeded(cli("threads", "--json", env=env, cwd=tmp_path)))[
+        "threads"
+    ]
+    assert (listed["thread_id"], listed["title"]) == (thread_id, "summarise this")
+    # The model is sent the piped text and the question, as one message, as before.
+    [asked, *_] = history(thread_id, env=env, cwd=tmp_path, run=cli)
+    assert asked == {"role": "user", "content": notes.rstrip() + "\n\n" + question}
+
+
 def test_version(cli: Ferry, tmp_path: Path) -> None:
     from importlib.metadata import version
 

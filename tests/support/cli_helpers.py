@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import pytest
 from langchain_core.messages import ToolMessage
 
+from graph.log import DRIVER_LOGGERS
 from graph.settings import Settings
 from graph.storage import open_saver
 from tests.support.servers.base import LoopbackServer
@@ -79,7 +80,7 @@ class Ferry(Protocol):
 
 
 # The loggers `configure_logging` takes over; an in-process run must hand them back.
-_CLI_LOGGERS = ("ferry", "openai._base_client")
+_CLI_LOGGERS = ("ferry", "openai._base_client", *DRIVER_LOGGERS)
 
 
 def ferry_in_process(

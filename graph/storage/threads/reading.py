@@ -30,6 +30,9 @@ log = logging.getLogger("ferry.threads")
 
 
 TITLE_CHARS = 60
+TYPED_QUESTION = "ferry_typed_question"
+"""A user message's `additional_kwargs` key for the question the person typed, when the message
+holds more (text piped before it): the thread's title then, never the piped text."""
 
 
 class ReadsHistories(Protocol):
@@ -63,11 +66,13 @@ class KeepsSummaries(ReadsHistories, Protocol):
 
 
 def title_of(messages: list[Any]) -> str:
-    """A thread's title: its first question on one line, cut to `TITLE_CHARS`."""
+    """A thread's title: its first question (as typed) on one line, cut to `TITLE_CHARS`."""
     from langchain_core.messages import BaseMessage
 
     first = next((m for m in messages if isinstance(m, BaseMessage) and m.type == "human"), None)
-    text = " ".join(str(first.text).split()) if first is not None else ""
+    typed = first.additional_kwargs.get(TYPED_QUESTION) if first is not None else None
+    question = typed if isinstance(typed, str) else first.text if first is not None else ""
+    text = " ".join(str(question).split())
     return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
 
 
