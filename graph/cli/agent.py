@@ -231,6 +231,30 @@ def run_to_stop(
     return schema_outcome(report, as_json) if schema is not None else 0
 
 
+def answer_schema(args: argparse.Namespace) -> str | None:
+    """`--schema`: a JSON schema, given inline (`{...}`) or as a file; a usage error if unusable.
+
+    Checked before anything is stored or any model called.
+    """
+    text: str | None = getattr(args, "schema", None)
+    if text is None:
+        return None
+    from graph.output import RUN_KEY, of_run
+    from graph.settings import ConfigError
+
+    if not text.lstrip().startswith("{"):
+        try:
+            text = Path(text).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise UsageError(f"--schema: cannot read {text}: {reason}") from None
+    try:
+        of_run({"configurable": {RUN_KEY: text}}, None)
+    except ConfigError as exc:
+        raise UsageError(f"--schema: {exc}") from None
+    return text
+
+
 def schema_outcome(report: dict[str, Any], as_json: bool) -> int:
     """With `--schema`: the answer in it on stdout as JSON (`--json` has it as `output`).
 
@@ -351,6 +375,7 @@ def pick_thread(graph: FerryGraph, args: argparse.Namespace) -> str | None:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     """Ask one question: a new turn on a new, given or the most recent thread."""
+    args.schema = answer_schema(args)
     question = asked(args)
     with open_graph(args, need_model=True) as graph:
         note = pick_thread(graph, args)
@@ -381,7 +406,7 @@ def refuse_missing_tools(args: argparse.Namespace, state: Any) -> None:
     if not calls:
         return
     known = {t.name for t in [*default_tools(command_settings(args)), remember, recall]}
-    if getattr(args, "schema", None):  # its answer tool, which check answers
+    if args.schema:  # its answer tool, which check answers
         from graph.output import RUN_KEY, of_run
 
         answer = of_run({"configurable": {RUN_KEY: args.schema}}, None)
@@ -401,6 +426,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     from graph.runs.report import nothing_done, pending_approvals_of
 
+    args.schema = answer_schema(args)
     refuse_without_database(args)
     with open_graph(args, need_model=True) as graph:
         state = existing_state(graph, args.thread)

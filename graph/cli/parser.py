@@ -42,26 +42,6 @@ def _positive(text: str) -> int:
     return value
 
 
-def _schema(text: str) -> str:
-    """`--schema`: a JSON schema, given inline (`{...}`) or as a file; checked here."""
-    from pathlib import Path
-
-    from graph.output import RUN_KEY, of_run
-    from graph.settings import ConfigError
-
-    if not text.lstrip().startswith("{"):
-        try:
-            text = Path(text).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = getattr(exc, "strerror", None) or str(exc)
-            raise argparse.ArgumentTypeError(f"cannot read {text}: {reason}") from None
-    try:
-        of_run({"configurable": {RUN_KEY: text}}, None)
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
 class _Version(argparse.Action):
     """`--version`: the installed package's version, looked up only when asked for."""
 
@@ -185,7 +165,6 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (ask, resume):
         p.add_argument(
             "--schema",
-            type=_schema,
             metavar="FILE|JSON",
             help="a JSON schema the answer must match: it is printed as JSON (exit 1 if none "
             "matched)",

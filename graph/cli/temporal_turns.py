@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from graph.cli.agent import (
     UserError,
+    answer_schema,
     existing_state,
     has_unfinished_run,
     pick_thread,
@@ -146,6 +147,7 @@ async def _start(
 
 def ask(args: argparse.Namespace) -> int:
     """`ferry ask` on Temporal."""
+    args.schema = answer_schema(args)
     settings = settings_of(args)
     question = question_of(args)
     replies = None if args.json or args.schema else Replies()
@@ -204,6 +206,7 @@ def chat(args: argparse.Namespace) -> int:
 
 def resume(args: argparse.Namespace) -> int:
     """`ferry resume` on Temporal: re-attach to the running turn, decide, or continue the thread."""
+    args.schema = answer_schema(args)
     from graph.runs.report import pending_approvals_of
     from graph.temporal import decide, running_turn
 

@@ -159,7 +159,7 @@ def test_no_matching_answer_exits_1_with_one_line(
             "the answer schema is not a valid JSON schema: 3 is not of type 'array'",
         ),
         ("missing.json", "cannot read missing.json: No such file or directory"),
-        ("{not json", "the answer schema is not JSON"),
+        ("{not json", "the answer schema is not JSON: Expecting property name"),
     ],
 )
 def test_a_schema_that_cannot_work_is_a_usage_error_and_nothing_is_stored(
@@ -168,7 +168,8 @@ def test_a_schema_that_cannot_work_is_a_usage_error_and_nothing_is_stored(
     done = cli("ask", "what is 2 + 3", "--schema", schema, env=env, cwd=tmp_path)
 
     assert done.returncode == 2
-    assert f"ferry ask: error: argument --schema: {says}" in done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"ferry: --schema: {says}")
     assert not (tmp_path / "ferry.db").exists()
 
 
