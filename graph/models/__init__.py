@@ -32,9 +32,9 @@ def _openai(name: str) -> BaseChatModel:
 
 
 def _anthropic(name: str) -> BaseChatModel:
-    from langchain_anthropic import ChatAnthropic
+    from graph.models.anthropic import CachingChatAnthropic
 
-    return ChatAnthropic(  # type: ignore[call-arg]  # mypy misreads the optional `stop` as required
+    return CachingChatAnthropic(  # type: ignore[call-arg]  # mypy misreads the optional `stop` as required
         model_name=name, stream_usage=True, max_retries=_MAX_RETRIES, timeout=_TIMEOUT_S
     )
 

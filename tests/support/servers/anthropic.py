@@ -11,8 +11,10 @@ plays no step; a request after the script ended gets a 500 and is kept in `unexp
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -64,8 +66,88 @@ class InvalidRequest(Exception):
         self.error = {"type": kind, "message": message}
 
 
+class PromptCache:
+    """Prompt caching as the Messages API accounts it, tokens estimated at four characters.
+
+    A request's prefix is its tools, then its system blocks, then its messages' blocks. Each
+    breakpoint — a block's `cache_control`, or the top-level `cache_control`, which marks the
+    last block — writes the prefix up to it, if that is at least `min_tokens` long. A request
+    reads the longest prefix written before, found at a breakpoint or up to 20 blocks before
+    one; what lies between that and the last breakpoint is written, the rest is plain input.
+    Tools count no tokens here (the request's estimate never counted them) but are part of
+    every prefix, so changing them misses the cache, as it does on the real API.
+    """
+
+    LOOKBACK = 20
+
+    def __init__(self, min_tokens: int = 1024) -> None:
+        self.min_tokens = min_tokens
+        self._written: set[str] = set()
+        self._lock = threading.Lock()
+
+    def usage(self, body: dict[str, Any], input_tokens: int) -> dict[str, int]:
+        """The input's split into plain, read from the cache and written to it."""
+        blocks = _blocks(body)
+        keys, ends = [], []
+        digest, chars = hashlib.sha256(), 0
+        for role, block in blocks:
+            digest.update(json.dumps([role, _unmarked(block)], sort_keys=True).encode())
+            keys.append(digest.hexdigest())
+            chars += len(json.dumps(block)) if role != "tools" else 0
+            ends.append(chars // 4)
+        marks = [i for i, (_, block) in enumerate(blocks) if "cache_control" in block]
+        if body.get("cache_control") and blocks:
+            marks.append(len(blocks) - 1)
+        if not marks:
+            return {"input_tokens": input_tokens, "read": 0, "written": 0}
+        with self._lock:
+            read_end = 0
+            for mark in sorted(set(marks)):
+                for i in range(mark, max(mark - self.LOOKBACK, -1), -1):
+                    if keys[i] in self._written:
+                        read_end = max(read_end, ends[i])
+                        break
+            last = max(marks)
+            for mark in marks:
+                if ends[mark] >= self.min_tokens:
+                    self._written.add(keys[mark])
+        read = min(read_end, input_tokens)
+        written = (
+            max(min(ends[last], input_tokens) - read, 0) if ends[last] >= self.min_tokens else 0
+        )
+        return {"input_tokens": input_tokens - read - written, "read": read, "written": written}
+
+
+def _blocks(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The request's cacheable blocks in prefix order, each with where it is."""
+    blocks: list[tuple[str, dict[str, Any]]] = [("tools", t) for t in body.get("tools") or []]
+    system = body.get("system")
+    if isinstance(system, str) and system:
+        blocks.append(("system", {"type": "text", "text": system}))
+    elif isinstance(system, list):
+        blocks += [("system", b) for b in system]
+    for message in body["messages"]:
+        content = message["content"]
+        if isinstance(content, str):
+            blocks.append((message["role"], {"type": "text", "text": content}))
+        else:
+            blocks += [(message["role"], b) for b in content]
+    return blocks
+
+
+def _unmarked(block: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in block.items() if k != "cache_control"}
+
+
 class AnthropicServer(ScriptedServer):
-    """Answer `POST /v1/messages` from a script, as JSON or as server-sent events."""
+    """Answer `POST /v1/messages` from a script, as JSON or as server-sent events.
+
+    Its prompt cache (`cache`) accounts cache reads and writes the way the API does.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cache = PromptCache()
 
     def message_requests(self) -> list[Any]:
         """Every messages request body received, rejected and faulted ones included."""
@@ -89,14 +171,14 @@ class AnthropicServer(ScriptedServer):
         if step is None:
             message = self.past_the_script()
             return Reply(500, _error_body("api_error", message))
-        return step if isinstance(step, Reply) else _message(body, step, number)
+        return step if isinstance(step, Reply) else _message(body, step, number, self.cache)
 
 
 def _error_body(kind: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
-def _message(body: dict[str, Any], step: dict[str, Any], number: int) -> Reply:
+def _message(body: dict[str, Any], step: dict[str, Any], number: int, cache: PromptCache) -> Reply:
     """The reply to a valid request: one message, whole or as server-sent events."""
     content: list[dict[str, Any]] = []
     if step["text"]:
@@ -109,11 +191,16 @@ def _message(body: dict[str, Any], step: dict[str, Any], number: int) -> Reply:
         max(1, len(json.dumps([body.get("system"), body["messages"]])) // 4),
         max(1, len(json.dumps(content)) // 4),
     )
+    cached = (
+        cache.usage(body, input_tokens)
+        if step["usage"] is None
+        else {"input_tokens": input_tokens, "read": 0, "written": 0}
+    )
     usage = {
-        "input_tokens": input_tokens,
+        "input_tokens": cached["input_tokens"],
         "output_tokens": output_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": cached["written"],
+        "cache_read_input_tokens": cached["read"],
     }
     stop_reason = "tool_use" if step["tool_uses"] else "end_turn"
     message = {
@@ -216,7 +303,8 @@ def _check_tools(tools: Any) -> None:
     for k, tool in enumerate(tools):
         if not isinstance(tool, dict):
             raise InvalidRequest(f"tools.{k}: Input should be a valid dictionary")
-        _check_keys(f"tools.{k}.custom", tool, {"type", "name", "description", "input_schema"})
+        allowed = {"type", "name", "description", "input_schema", "cache_control"}
+        _check_keys(f"tools.{k}.custom", tool, allowed)
         name = tool.get("name")
         if not isinstance(name, str) or not _TOOL_NAME.match(name):
             raise InvalidRequest(
