@@ -39,6 +39,8 @@ _STOP_TEXT: dict[StopReason, str] = {
     "(FERRY_MAX_ITERATIONS), before finishing. Ask me to continue, or narrow the question.",
     "token_budget": "I stopped because this turn used {total_tokens} tokens, over its budget "
     "(FERRY_TOKEN_BUDGET), before finishing. Ask me to continue, or narrow the question.",
+    "cost_budget": "I stopped because this turn's model calls reached its cost budget "
+    "(FERRY_COST_BUDGET) before finishing. Ask me to continue, or narrow the question.",
     "time_budget": "I stopped because this run reached its time budget (FERRY_TIME_BUDGET_S) "
     "before finishing. Ask me to continue, or narrow the question.",
     "invalid_output": "I stopped because my answers did not match the answer schema, "
@@ -74,18 +76,33 @@ def budget_exceeded(
         return "max_iterations"
     if settings.token_budget and turn["usage"]["total_tokens"] >= settings.token_budget:
         return "token_budget"
+    if settings.cost_budget and turn_cost(messages, settings) >= settings.cost_budget:
+        return "cost_budget"
     if seconds_left <= 0:
         return "time_budget"
     return None
 
 
-def turn_counters(messages: Sequence[AnyMessage]) -> dict[str, Any]:
-    """The current turn's model calls and token usage, read from its replies."""
-    replies = [
+def turn_cost(messages: Sequence[AnyMessage], settings: Settings) -> float:
+    """What the current turn's replies cost in US dollars (those without a price: nothing)."""
+    from graph.models.prices import reply_cost  # its price table only where a budget is set
+
+    costs = [reply_cost(m, settings.prices) for m in _turn_replies(messages)]
+    return sum(cost for cost in costs if cost is not None)
+
+
+def _turn_replies(messages: Sequence[AnyMessage]) -> list[AIMessage]:
+    """The model's replies in the current turn (a guard's own final words are none)."""
+    return [
         m
         for m in messages[turn_start(messages) + 1 :]
         if isinstance(m, AIMessage) and not m.response_metadata.get("ferry_guard")
     ]
+
+
+def turn_counters(messages: Sequence[AnyMessage]) -> dict[str, Any]:
+    """The current turn's model calls and token usage, read from its replies."""
+    replies = _turn_replies(messages)
     usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
     for reply in replies:
         for key, tokens in token_usage(reply).items():

@@ -7,7 +7,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Literal, cast
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -18,6 +18,19 @@ from tools.trust import load_dotenv
 
 class ConfigError(Exception):
     """A setting that cannot work; its message is one line meant for the user."""
+
+
+class ModelPrice(BaseModel):
+    """What a model costs, in US dollars per million tokens (`FERRY_PRICES`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_mtok: float = Field(ge=0)
+    output_mtok: float = Field(ge=0)
+    cache_read_mtok: float | None = Field(default=None, ge=0)
+    """Input read from the provider's prompt cache (default: as other input)."""
+    cache_write_mtok: float | None = Field(default=None, ge=0)
+    """Input written to the provider's prompt cache (default: as other input)."""
 
 
 def load_dotenv_file(path: Path | None = None) -> None:
@@ -62,6 +75,13 @@ class Settings(BaseSettings):
     """Model calls per turn before a graceful stop."""
     token_budget: int = Field(default=0, ge=0)
     """Total tokens per turn before a graceful stop; 0 means no budget."""
+    cost_budget: float = Field(default=0.0, ge=0)
+    """US dollars per turn before a graceful stop; 0 means no budget. A reply whose model has
+    no known price counts nothing (and is logged): give it one in `FERRY_PRICES`."""
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    """Prices of models genai-prices' table lacks (or that you pay otherwise), by model name or
+    spec, as JSON: `{"my-model": {"input_mtok": 0.5, "output_mtok": 1.5}}` (US dollars per
+    million tokens; `cache_read_mtok` and `cache_write_mtok` too)."""
     time_budget_s: float = Field(default=300.0, gt=0)
     """Wall-clock seconds per invocation (`ask` or `resume`) before a graceful stop."""
     output_retries: int = Field(default=2, ge=0)

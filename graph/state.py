@@ -33,6 +33,7 @@ StopReason = Literal[
     "answered",
     "max_iterations",
     "token_budget",
+    "cost_budget",
     "time_budget",
     "awaiting_approval",
     "invalid_output",

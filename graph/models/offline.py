@@ -37,6 +37,8 @@ HELP = (
     "OPENAI_API_KEY or FERRY_MODEL to use a real model."
 )
 SUMMARY_MARK = SUMMARY_PROMPT.split("]", 1)[0]
+NAMED = {"model_name": "offline", "model_provider": "ferry"}
+"""How its replies name their model (`--json`'s `models`; priced at nothing)."""
 _LABELS = {
     "get_weather": "Weather",
     "get_datetime": "Date and time",
@@ -233,6 +235,7 @@ class OfflineModel(BaseChatModel):
     ) -> ChatResult:
         message = self.reply(messages)
         message.usage_metadata = _estimated_usage(messages, message)
+        message.response_metadata.update(NAMED)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     def _stream(
@@ -260,6 +263,7 @@ class OfflineModel(BaseChatModel):
                 content="",
                 tool_call_chunks=tool_chunks,  # type: ignore[arg-type]  # plain dicts are ToolCallChunks
                 usage_metadata=_estimated_usage(messages, message),
+                response_metadata=dict(NAMED),
                 chunk_position="last",
             )
         )

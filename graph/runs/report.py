@@ -9,14 +9,16 @@ after a crash change nothing in the report.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from graph.guards import token_usage
+from graph.models.prices import reply_cost
 from graph.output import is_answer
 from graph.policy.hitl import awaiting
+from graph.settings import ModelPrice, get_settings
 
 
 def message_ids(state: Any) -> frozenset[str]:
@@ -47,10 +49,12 @@ def turn_report(thread_id: str, state: Any, before: Collection[str]) -> dict[str
     replies = [
         m for m in new if isinstance(m, AIMessage) and not m.response_metadata.get("ferry_guard")
     ]
-    usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    prices = get_settings().prices
+    usage: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
     for reply in replies:
         for key, tokens in token_usage(reply).items():
             usage[key] += tokens
+    usage.update(_cost(replies, prices))
     calls = {c["id"]: c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
     report: dict[str, Any] = {
         "thread_id": thread_id,
@@ -71,7 +75,7 @@ def turn_report(thread_id: str, state: Any, before: Collection[str]) -> dict[str
             if isinstance(r, ToolMessage) and not is_answer(r)
         ],
         "usage": usage,
-        "thread_usage": thread_usage(messages),
+        "thread_usage": thread_usage(messages, prices),
     }
     if pending:
         shown = ("id", "name", "args", "description")
@@ -79,17 +83,24 @@ def turn_report(thread_id: str, state: Any, before: Collection[str]) -> dict[str
     return report
 
 
-def thread_usage(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+def thread_usage(
+    messages: Sequence[BaseMessage], prices: Mapping[str, ModelPrice] | None = None
+) -> dict[str, Any]:
     """What the whole thread used, from its stored replies (the usage ledger).
 
-    Tokens in and out, and read from and written to providers' prompt caches, in all and by
+    Tokens in and out, read from and written to providers' prompt caches, and what they cost
+    (`cost_usd`; `unpriced_calls` counts replies of models without a price), in all and by
     model. Read from the thread, it survives a resume and works on every saver.
     """
+    prices = get_settings().prices if prices is None else prices
     total = _ledger_row()
-    by_model: dict[str, dict[str, int]] = {}
-    for reply in messages:
-        if not isinstance(reply, AIMessage) or reply.response_metadata.get("ferry_guard"):
-            continue
+    by_model: dict[str, dict[str, Any]] = {}
+    replies = [
+        m
+        for m in messages
+        if isinstance(m, AIMessage) and not m.response_metadata.get("ferry_guard")
+    ]
+    for reply in replies:
         row = by_model.setdefault(_model_of(reply) or "unknown", _ledger_row())
         usage: dict[str, Any] = dict(reply.usage_metadata or {})
         details = usage.get("input_token_details") or {}
@@ -101,12 +112,21 @@ def thread_usage(messages: Sequence[BaseMessage]) -> dict[str, Any]:
         for key, tokens in counts.items():
             row[key] += tokens
             total[key] += tokens
-    return {**total, "by_model": by_model}
+    for model, row in by_model.items():
+        row.update(_cost([r for r in replies if (_model_of(r) or "unknown") == model], prices))
+    return {**total, **_cost(replies, prices), "by_model": by_model}
 
 
-def _ledger_row() -> dict[str, int]:
+def _ledger_row() -> dict[str, Any]:
     keys = ("input_tokens", "output_tokens", "total_tokens")
     return dict.fromkeys((*keys, "cache_read_tokens", "cache_creation_tokens"), 0)
+
+
+def _cost(replies: Sequence[AIMessage], prices: Mapping[str, ModelPrice]) -> dict[str, Any]:
+    """What `replies` cost in US dollars, and how many have no price (and count nothing)."""
+    costs = [reply_cost(reply, prices) for reply in replies]
+    priced = sum(cost for cost in costs if cost is not None)
+    return {"cost_usd": round(priced, 6), "unpriced_calls": costs.count(None)}
 
 
 def _model_of(reply: AIMessage) -> str | None:

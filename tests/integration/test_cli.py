@@ -188,7 +188,10 @@ def test_json_reports_three_parallel_calls_in_one_object(
     assert "450" in report["answer"]
     assert BOGOTA in report["answer"]
     usage = report["usage"]
-    assert set(usage) == {"input_tokens", "output_tokens", "total_tokens"}
+    assert set(usage) == {
+        "input_tokens", "output_tokens", "total_tokens", "cost_usd", "unpriced_calls"
+    }  # fmt: skip
+    assert (usage["cost_usd"], usage["unpriced_calls"]) == (0, 0)  # the offline model is free
     assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
     assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
     assert len(openmeteo.requests_to("/v1/search")) == 1
@@ -400,7 +403,9 @@ def test_openai_json_reports_the_servers_usage_and_sends_the_results_back(
     assert report["answer"] == ANSWER
     assert report["stop_reason"] == "answered"
     assert report["model_calls"] == 2
-    assert report["usage"] == {"input_tokens": 250, "output_tokens": 50, "total_tokens": 300}
+    usage = report["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"], usage["total_tokens"]) == (250, 50, 300)
+    assert usage["cost_usd"] > 0 and usage["unpriced_calls"] == 0  # gpt-4.1-mini is priced
     assert sorted((c["id"], c["name"], c["status"]) for c in report["tool_calls"]) == [
         ("call_calc", "calculator", "success"),
         ("call_weather", "get_weather", "success"),

@@ -38,8 +38,8 @@ from tests.temporal.worker_process import tool_log
 
 CALC = openai_tool_calls(("calculator", {"expression": "6 * 7"}))
 REPORT_KEYS = [
-    *("thread_id", "answer", "stop_reason", "model_calls", "models", "tool_calls", "usage"),
-    "thread_usage",
+    *("thread_id", "answer", "stop_reason", "output", "model_calls", "models", "tool_calls"),
+    *("usage", "thread_usage"),
 ]
 
 

@@ -60,8 +60,8 @@ def test_a_temporal_turn_is_stored_as_an_in_process_turn_and_replays(
     assert [m.type for m in there] == ["human", "ai", "tool", "tool", "ai"]
     assert there[-1].text == ANSWER
     assert list(report) == [
-        "thread_id", "answer", "stop_reason", "model_calls", "models", "tool_calls", "usage",
-        "thread_usage",
+        "thread_id", "answer", "stop_reason", "output", "model_calls", "models", "tool_calls",
+        "usage", "thread_usage",
     ]  # fmt: skip
     assert report["thread_id"] == "there" and report["answer"] == ANSWER
     assert report["stop_reason"] == "answered" and report["model_calls"] == 2
@@ -72,7 +72,10 @@ def test_a_temporal_turn_is_stored_as_an_in_process_turn_and_replays(
         ("lookup", {"key": "k"}, "success"),
     ]
     assert [c["id"] for c in calls] == [m.tool_call_id for m in there[2:4]]
-    assert set(report["usage"]) == {"input_tokens", "output_tokens", "total_tokens"}
+    assert set(report["usage"]) == {
+        "input_tokens", "output_tokens", "total_tokens", "cost_usd", "unpriced_calls"
+    }  # fmt: skip
+    assert report["usage"]["cost_usd"] > 0 and report["usage"]["unpriced_calls"] == 0
     assert model.rejections == []  # every request was one the real API accepts
 
 
