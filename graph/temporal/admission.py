@@ -32,6 +32,9 @@ MAX_TIME_BUDGET_S = 7 * 24 * 3600.0
 start."""
 MAX_ID_CHARS = 256
 """A thread id or a message id: the workflow id (`ferry-thread-<id>`) stays within Temporal's."""
+MAX_SCHEMA_CHARS = 100_000
+"""An answer schema (`--schema`): its form is checked by the step (`check_step`), outside the
+workflow's sandbox, which imports no JSON Schema validator."""
 MAX_MODEL_CHARS = 200
 """A model spec (`openai:gpt-4.1-mini`): a provider and a model name, never long."""
 ROUNDING_S = 1e-6
@@ -75,6 +78,7 @@ def turn_input(sent: object, workflow: str | None = None) -> TurnInput:
         decision=_optional(values, "decision", dict, "an object (a resume value)"),
         model=_model(values.get("model")),
         stream=_stream(values.get("stream", False)),
+        response_format=_response_format(values.get("response_format")),
     )
     _check_together(turn)
     return turn
@@ -89,7 +93,8 @@ def check_step(step: StepInput, budget_s: float, models: Collection[str]) -> Non
         models: The model specs the worker runs (its `FERRY_MODEL` among them).
 
     Raises:
-        TurnRefused: the step asks for more time than `budget_s`, or for another model.
+        TurnRefused: the step asks for more time than `budget_s`, for another model, or
+            for answers in a schema that cannot work.
     """
     left = step.seconds_left
     if not (_is_number(left) and 0 <= left <= budget_s + ROUNDING_S):
@@ -104,6 +109,14 @@ def check_step(step: StepInput, budget_s: float, models: Collection[str]) -> Non
             f"{_shown(step.model)} is not a model this worker runs; it runs "
             f"{', '.join(sorted(models))} (FERRY_MODEL, FERRY_TEMPORAL_MODELS)",
         )
+    if step.response_format is not None:
+        from graph.output import RUN_KEY, of_run  # the worker's, outside the sandbox
+        from graph.settings import ConfigError
+
+        try:
+            of_run({"configurable": {RUN_KEY: step.response_format}}, None)
+        except ConfigError as exc:
+            raise TurnRefused("response_format", str(exc)) from None
 
 
 def check_model_spec(spec: object) -> str:
@@ -160,6 +173,16 @@ def _question(value: object) -> str | None:
 
 def _model(value: object) -> str | None:
     return None if value is None else check_model_spec(value)
+
+
+def _response_format(value: object) -> str | None:
+    if value is not None and not (isinstance(value, str) and len(value) <= MAX_SCHEMA_CHARS):
+        raise TurnRefused(
+            "response_format",
+            f"a JSON schema as text, {MAX_SCHEMA_CHARS} characters at most, or null; got "
+            f"{_shown(value)}",
+        )
+    return value
 
 
 def _stream(value: object) -> bool:

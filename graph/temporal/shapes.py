@@ -101,9 +101,10 @@ class Progress:
 
 
 REPORT_KEYS = (
-    *("thread_id", "answer", "stop_reason", "model_calls", "models", "tool_calls", "usage"),
-    "thread_usage",
+    *("thread_id", "answer", "stop_reason", "output", "model_calls", "models", "tool_calls"),
+    *("usage", "thread_usage"),
 )
+"""`turn_report`'s keys in order (graph/runs/report.py; tests/temporal/test_cli.py compares)."""
 CALL_KEYS = ("id", "name", "args", "status", "duration_ms")
 PENDING_KEYS = ("id", "name", "args", "description")
 

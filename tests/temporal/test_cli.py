@@ -295,3 +295,28 @@ def test_a_pause_decided_in_studio_releases_the_turn_waiting_on_temporal(
     roles = [m["role"] for m in json.loads(history.stdout)["messages"]]
     assert roles == ["user", "assistant", "tool", "assistant"]
     assert model.rejections == []
+
+
+def test_an_answer_schema_goes_with_the_turn_to_the_worker(
+    env: dict[str, str], worker: object, model: OpenAIServer, tmp_path: Path
+) -> None:
+    schema = {"title": "Product", "type": "object", "properties": {"value": {"type": "integer"}}}
+    model.script(
+        [
+            CALC,
+            openai_tool_calls(("Product", {"value": "forty-two"})),
+            openai_tool_calls(("Product", {"value": 42})),
+            openai_tool_calls(("Product", {"value": 42})),
+        ]
+    )
+    done = ferry("ask", "6 * 7?", "--schema", json.dumps(schema), env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"value": 42}  # the answer, nothing else on stdout
+    sent_back = model.chat_requests()[2]["messages"][-1]
+    assert "value: 'forty-two' is not of type 'integer'" in sent_back["content"]
+    assert model.chat_requests()[0]["tool_choice"] == "required"
+
+    there = ferry("ask", "Again?", "--schema", json.dumps(schema), "--json", env=env, cwd=tmp_path)
+    report = json.loads(there.stdout)
+    assert there.returncode == 0 and report["output"] == {"value": 42}
+    assert list(report) == REPORT_KEYS and model.rejections == []
