@@ -48,7 +48,7 @@ def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryG
     from graph.models import make_model
     from graph.settings import get_settings
     from graph.storage import open_saver
-    from graph.storage.stores import open_store
+    from graph.storage.stores import StoreOnFirstUse
 
     settings: Settings = get_settings()
     if getattr(args, "model", None):
@@ -60,12 +60,12 @@ def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryG
     if not need_model:  # a command that only reads threads runs no tool: none to start or approve
         tools, settings = [], settings.model_copy(update={"approve_tools": ""})
     with open_saver(settings) as saver, ExitStack() as stack:
-        # A turn may remember and recall: its store beside the threads (none to read them).
-        store = (
-            stack.enter_context(open_store(settings.db, settings.database_url))
-            if need_model
-            else None
-        )
+        # A turn may remember and recall: its store beside the threads (none to read them),
+        # opened when the turn first uses it.
+        store = None
+        if need_model:
+            store = StoreOnFirstUse(settings.db, settings.database_url)
+            stack.callback(store.close)
         graph = build_graph(
             model=model, tools=tools, checkpointer=saver, settings=settings, store=store
         )
