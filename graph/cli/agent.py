@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from graph.cli.approvals import CHOICES, ask_decisions
+from graph.cli.collection import collection_after_loading
 from graph.controls import printable, printable_json
 
 if TYPE_CHECKING:
@@ -43,6 +44,14 @@ def print_json(value: Any) -> None:
 @contextmanager
 def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryGraph]:
     """The graph on the configured database for one command; the model checked up front."""
+    # What loads and builds the graph lives as long as the command: not collected, frozen.
+    with collection_after_loading() as loaded, _built(args, need_model=need_model) as graph:
+        loaded()
+        yield graph
+
+
+@contextmanager
+def _built(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryGraph]:
     from graph.builder import build_graph
     from graph.log import configure_logging
     from graph.models import make_model
