@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.phase import growth_phase, log
-from bench.processes import ferry_help, ferry_threads, postgres_cold_read
+from bench.processes import ferry_ask_startup, ferry_help, ferry_threads, postgres_cold_read
 from bench.report import DEFINITIONS, render
 from bench.systems import SYSTEMS
 from bench.targets import targets
@@ -183,6 +183,8 @@ def run(args: argparse.Namespace, names: list[str], workdir: Path) -> dict[str, 
     results: dict[str, Any] = {"meta": meta(args), "systems": {n: {} for n in names}}
     log(f"load average {_load()}; ferry --help")
     results["ferry_help"] = ferry_help(args.repeat)
+    log("a one-tool ferry ask offline beside importing langgraph.graph + langchain_core.messages")
+    results["ferry_ask"] = ferry_ask_startup(workdir, max(args.repeat, 5))
     log(f"ferry threads with {args.list_threads} threads (made once by Ferry)")
     results["ferry_threads"] = ferry_threads(workdir, args.list_threads, args.repeat)
     for name, figures in growth_phase(args, names, workdir).items():

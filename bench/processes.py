@@ -1,9 +1,11 @@
-"""What a new process pays: a cold read, the memory to hold a thread, `ferry threads`, `--help`."""
+"""What a new process pays: a cold read, the memory to hold a thread, `ferry threads`, `--help`,
+a one-tool `ferry ask`."""
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -60,6 +62,44 @@ def ferry_help(repeat: int) -> dict[str, Any]:
         subprocess.run(command, check=True, capture_output=True, env=bench_env())
 
     return {"best_s": best_seconds(once, repeat), "command": " ".join(command)}
+
+
+IMPORTS = "import langgraph.graph, langchain_core.messages"
+# The same imports with the collector as `ferry` runs it (graph/cli/collection.py): paused while
+# they load, everything frozen at the end; what `ferry ask` adds to them on equal terms.
+IMPORTS_COLLECTED_AS_FERRY = f"import gc; gc.disable(); {IMPORTS}; gc.freeze()"
+
+
+def _child_cpu_s(command: list[str], env: dict[str, str]) -> float:
+    """User + system CPU seconds of one run of `command` (a child of this process)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(command, check=True, capture_output=True, env=env, timeout=600)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def ferry_ask_startup(workdir: Path, repeat: int) -> dict[str, Any]:
+    """CPU of a one-tool `ferry ask` offline beside importing LangGraph's graph and messages.
+
+    Run in turn, so a machine's load weighs on both alike; medians. Bytecode is written (and a
+    first run of each, not counted, writes it): a user's second `ferry ask` reads it.
+    """
+    env = {k: v for k, v in bench_env().items() if k != "PYTHONDONTWRITEBYTECODE"}
+    question = "what is 2+3"
+    commands = {
+        "imports": [sys.executable, "-c", IMPORTS],
+        "imports_collected_as_ferry": [sys.executable, "-c", IMPORTS_COLLECTED_AS_FERRY],
+        "ask": ferry_command("ask", question),
+    }
+    runs: dict[str, list[float]] = {name: [] for name in commands}
+    for i in range(repeat + 1):
+        ask_env = env | {"FERRY_MODEL": "offline", "FERRY_DB": str(workdir / f"ask-{i}.db")}
+        for name, command in commands.items():
+            cpu_s = _child_cpu_s(command, ask_env if name == "ask" else env)
+            if i:  # the first run of each writes the bytecode
+                runs[name].append(cpu_s)
+    medians = {f"{name}_cpu_s": statistics.median(cpu) for name, cpu in runs.items()}
+    return medians | {"runs": runs, "question": question, "imports": IMPORTS}
 
 
 def ferry_threads(workdir: Path, threads: int, repeat: int) -> dict[str, Any]:

@@ -171,6 +171,17 @@ def _rows(results: dict[str, Any]) -> list[tuple[str, list[Any], str] | str]:
             "s",
         )
     )
+    ferry_only = [n == "ferry" for n in names]
+    for key, label in (
+        ("ask_cpu_s", "one-tool `ferry ask` offline, CPU (median)"),
+        ("imports_cpu_s", "  importing langgraph.graph + langchain_core.messages, CPU"),
+        ("imports_collected_as_ferry_cpu_s", "  the same imports, collector run as ferry's, CPU"),
+    ):
+        value = get(results, "ferry_ask", key)
+        rows.append((label, [value if f else None for f in ferry_only], "s"))
+    ask = results.get("ferry_ask") or {}
+    ratio = div(ask.get("ask_cpu_s"), ask.get("imports_cpu_s"))
+    rows.append(("  `ferry ask` ÷ the imports", [ratio if f else None for f in ferry_only], "x"))
     threads = get(results, "ferry_threads", "threads")
     rows.append(
         (

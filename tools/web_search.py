@@ -7,14 +7,6 @@ from typing import Any
 import requests
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ToolException, tool
-from tavily import TavilyClient
-from tavily.errors import (
-    BadRequestError,
-    ForbiddenError,
-    InvalidAPIKeyError,
-    UsageLimitExceededError,
-)
-from tavily.errors import TimeoutError as TavilyTimeout
 
 from tools.http import RetriesExhausted, TransientError, explain, parse_retry_after, retrying
 from tools.settings import secret, tool_settings
@@ -51,6 +43,9 @@ def web_search(query: str, max_results: int = 5, *, config: RunnableConfig) -> s
     if not api_key:
         raise ToolException(f"web_search needs TAVILY_API_KEY: {_KEY_HINT}.")
     count = min(10, max(1, max_results))
+    # Imported by the call: tavily-python loads tiktoken, which a run without search never needs.
+    from tavily import TavilyClient
+
     with TavilyClient(api_key=api_key, api_base_url=settings.tavily_url.rstrip("/")) as client:
         # tavily-python's exceptions drop the response; keep it for the status and Retry-After.
         responses: list[requests.Response] = []
@@ -73,6 +68,14 @@ def _search(
     client: Any, query: str, count: int, timeout_s: float, responses: list[requests.Response]
 ) -> Any:
     """Search once; transient failures become TransientError, the rest ToolException."""
+    from tavily.errors import (
+        BadRequestError,
+        ForbiddenError,
+        InvalidAPIKeyError,
+        UsageLimitExceededError,
+    )
+    from tavily.errors import TimeoutError as TavilyTimeout
+
     try:
         return client.search(query, max_results=count, include_answer=True, timeout=timeout_s)
     except TavilyTimeout as exc:
@@ -100,6 +103,8 @@ def _search(
 
 def _rejection(exc: Exception, status: int) -> str:
     """Explain a refusal that retrying cannot fix."""
+    from tavily.errors import BadRequestError, InvalidAPIKeyError
+
     if isinstance(exc, BadRequestError):
         detail = str(exc).rstrip(". ") or "bad request"
         return f"Tavily rejected the search (HTTP 400): {detail}. Rephrase it."

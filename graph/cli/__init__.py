@@ -10,6 +10,7 @@ import os
 import sys
 
 from graph.cli.agent import UsageError, stdin_is_piped
+from graph.cli.collection import no_collection_at_exit
 from graph.cli.errors import debug_traceback, report_failure
 from graph.cli.interrupt import (
     end_at_exit,
@@ -57,6 +58,8 @@ def _stored(thread: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `ferry` console script."""
+    if argv is None:  # this process is the command (the console script, `python -m graph.cli`)
+        no_collection_at_exit()
     parser = build_parser()
     console = argv is None  # the `ferry` process itself, not a caller's (a test's) own
     argv = sys.argv[1:] if argv is None else argv

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, cast
 
 from graph.cli.approvals import CHOICES, ask_decisions
+from graph.cli.collection import collection_after_loading
 from graph.controls import printable, printable_json
 
 if TYPE_CHECKING:
@@ -72,11 +73,19 @@ def with_tools_option(settings: Settings, args: argparse.Namespace) -> Settings:
 @contextmanager
 def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryGraph]:
     """The graph on the configured database for one command; the model checked up front."""
+    # What loads and builds the graph lives as long as the command: not collected, frozen.
+    with collection_after_loading() as loaded, _built(args, need_model=need_model) as graph:
+        loaded()
+        yield graph
+
+
+@contextmanager
+def _built(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryGraph]:
     from graph.builder import build_graph
     from graph.log import configure_logging
     from graph.models import make_model
     from graph.storage import open_saver
-    from graph.storage.stores import open_store
+    from graph.storage.stores import StoreOnFirstUse
 
     settings = command_settings(args)
     configure_logging(settings)
@@ -86,12 +95,12 @@ def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryG
     if not need_model:  # a command that only reads threads runs no tool: none to start or approve
         tools, settings = [], settings.model_copy(update={"approve_tools": ""})
     with open_saver(settings) as saver, ExitStack() as stack:
-        # A turn may remember and recall: its store beside the threads (none to read them).
-        store = (
-            stack.enter_context(open_store(settings.db, settings.database_url))
-            if need_model
-            else None
-        )
+        # A turn may remember and recall: its store beside the threads (none to read them),
+        # opened when the turn first uses it.
+        store = None
+        if need_model:
+            store = StoreOnFirstUse(settings.db, settings.database_url)
+            stack.callback(store.close)
         graph = build_graph(
             model=model, tools=tools, checkpointer=saver, settings=settings, store=store
         )

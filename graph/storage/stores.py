@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import atexit
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from langgraph.store.base import BaseStore
+
 if TYPE_CHECKING:
-    from langgraph.store.base import BaseStore
+    from langgraph.store.base import Op, Result
 
 
 def default_store(db: Path, database_url: str | None = None) -> BaseStore:
@@ -73,3 +76,38 @@ def _own_connection(conn: sqlite3.Connection) -> sqlite3.Connection:
     """The store's own connection, in autocommit: it begins and commits its transactions."""
     conn.isolation_level = None
     return conn
+
+
+class StoreOnFirstUse(BaseStore):
+    """The store `open_store` opens, opened when a run first reads or writes a memory.
+
+    Most turns never do (a question without a word to look memories up by, no `remember` or
+    `recall` call), and opening LangGraph's SQLite store costs more than such a turn: its module
+    loads sqlite-vec, which loads numpy. `close` closes it if it was opened.
+    """
+
+    supports_ttl = True  # as LangGraph's SQLite and Postgres stores
+
+    def __init__(self, db: Path, database_url: str | None = None) -> None:
+        self._where = (db, database_url)
+        self._opened: BaseStore | None = None
+        self._stack = ExitStack()
+        self._lock = threading.Lock()  # parallel tool calls may be the first to use it
+
+    def _store(self) -> BaseStore:
+        with self._lock:
+            if self._opened is None:
+                self._opened = self._stack.enter_context(open_store(*self._where))
+            return self._opened
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:  # noqa: D102 - BaseStore's own doc
+        return self._store().batch(ops)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:  # noqa: D102 - BaseStore's own doc
+        return await self._store().abatch(ops)
+
+    def close(self) -> None:
+        """Close the store if it was opened."""
+        with self._lock:
+            self._stack.close()
+            self._opened = None
