@@ -169,17 +169,7 @@ def test_the_agent_import_check_sees_deferred_and_type_checking_imports() -> Non
     assert _agent_imports(ast.parse(source)) == {"graph.settings", "graph.state"}
 
 
-MAX_STORAGE_LINES = 300
 MAX_TOP_LEVEL_MODULES = 14
-
-
-def test_no_storage_module_is_longer_than_300_lines() -> None:
-    long = {
-        str(path.relative_to(REPO)): lines
-        for path in (REPO / "graph" / "storage").rglob("*.py")
-        if (lines := len(path.read_text().splitlines())) > MAX_STORAGE_LINES
-    }
-    assert long == {}, f"split these by concern (at most {MAX_STORAGE_LINES} lines): {long}"
 
 
 def test_graph_keeps_at_most_14_modules_at_its_top_level() -> None:
