@@ -7,7 +7,7 @@ import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from graph.cli.agent import (
     UsageError,
@@ -26,7 +26,12 @@ if TYPE_CHECKING:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    """Show every stored message of a thread (escaped for the terminal unless `--json`)."""
+    """Show every stored message of a thread (escaped for the terminal unless `--json`).
+
+    Then what the thread used and cost (its ledger, graph/runs/report.py): `thread_usage` in
+    `--json`, one line on stderr otherwise.
+    """
+    from graph.runs.report import thread_usage
     from graph.storage.threads.reading import message_record
 
     refuse_without_database(args)
@@ -35,6 +40,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     with open_graph(args, need_model=False) as graph:
         state = existing_state(graph, args.thread)
         records = [message_record(m) for m in state.values.get("messages", [])]
+        ledger = thread_usage(state.values.get("messages", []))
     summary = state.values.get("summary")
     compacted = set(summary["compactions"]) if summary else set()
     if args.json:
@@ -42,6 +48,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         if summary:  # where the model was sent a summary of the messages before, and which
             report["compactions"] = [{"before_message": n} for n in summary["compactions"]]
             report["summary"] = summary["text"]
+        report["thread_usage"] = ledger
         print_json(report)
         return 0
     for index, record in enumerate(records):
@@ -58,7 +65,19 @@ def cmd_history(args: argparse.Namespace) -> int:
         for call in record.get("tool_calls", []):
             call_args = json.dumps(call["args"], ensure_ascii=False)
             sys.stdout.write(printable(f"{label}: → {call['name']}({call_args})") + "\n")
+    sys.stderr.write(_usage_line(ledger) + "\n")
     return 0
+
+
+def _usage_line(ledger: dict[str, Any]) -> str:
+    """The thread's ledger in words: tokens, the cache's share of the input, and the cost."""
+    read, tokens_in = ledger["cache_read_tokens"], ledger["input_tokens"]
+    cached = f" ({read / tokens_in:.0%} read from the prompt cache)" if read and tokens_in else ""
+    unpriced = ledger["unpriced_calls"]
+    cost = f"${ledger['cost_usd']:.4f}" + (
+        f" (and {unpriced} model call(s) without a price)" if unpriced else ""
+    )
+    return f"usage: {tokens_in} tokens in{cached}, {ledger['output_tokens']} out; cost {cost}"
 
 
 def _checkpoints(args: argparse.Namespace) -> int:

@@ -406,6 +406,13 @@ def test_openai_json_reports_the_servers_usage_and_sends_the_results_back(
     usage = report["usage"]
     assert (usage["input_tokens"], usage["output_tokens"], usage["total_tokens"]) == (250, 50, 300)
     assert usage["cost_usd"] > 0 and usage["unpriced_calls"] == 0  # gpt-4.1-mini is priced
+    # The thread's ledger, as `history` shows it: the same cost, in --json and in words.
+    thread = ["history", "--thread", report["thread_id"]]
+    shown = one_json_object(cli(*thread, "--json", env=env, cwd=tmp_path))
+    assert shown["thread_usage"]["cost_usd"] == usage["cost_usd"]
+    assert shown["thread_usage"]["by_model"]["gpt-4.1-mini"]["input_tokens"] == 250
+    words = succeeded(cli(*thread, env=env, cwd=tmp_path)).stderr.splitlines()[-1]
+    assert words == f"usage: 250 tokens in, 50 out; cost ${usage['cost_usd']:.4f}"
     assert sorted((c["id"], c["name"], c["status"]) for c in report["tool_calls"]) == [
         ("call_calc", "calculator", "success"),
         ("call_weather", "get_weather", "success"),
