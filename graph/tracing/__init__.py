@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import AsyncGenerator, Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -141,6 +142,16 @@ def describe_result(span: Span | None, status: str) -> None:
         from graph.tracing import otel
 
         otel.failed(span, "tool_error")
+
+
+def flush() -> None:
+    """Send the spans batched so far, now; the SDK also sends them when the process exits.
+
+    For a program that cannot wait for its exit (a serverless handler, `os._exit`).
+    """
+    otel = sys.modules.get("graph.tracing.otel")
+    if otel is not None:
+        otel.flush()
 
 
 def _on() -> bool:

@@ -86,7 +86,17 @@ def _tracer(endpoints: tuple[str, ...]) -> trace.Tracer:
         resource = resource.merge(Resource({"service.name": AGENT}))
     provider = TracerProvider(resource=resource, id_generator=_TurnIds())
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    _providers.append(provider)
     return provider.get_tracer("ferry", _version())
+
+
+_providers: list[TracerProvider] = []
+
+
+def flush() -> None:
+    """Send every span batched so far, now."""
+    for provider in _providers:
+        provider.force_flush()
 
 
 def _version() -> str | None:
