@@ -24,7 +24,7 @@ import os
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import AbstractContextManager, aclosing, contextmanager
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.messages import AIMessage
 from langgraph.errors import GraphBubbleUp
@@ -38,7 +38,9 @@ from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, TraceFlags
 
 from graph.run import RunContext
-from graph.tracing import ENDPOINTS, Turn
+
+if TYPE_CHECKING:  # graph/tracing imports this module: the types only, no cycle
+    from graph.tracing import Turn
 
 log = logging.getLogger("ferry.tracing")
 T = TypeVar("T")
@@ -107,8 +109,9 @@ def _version() -> str | None:
 
 
 def tracer() -> trace.Tracer:
-    """The tracer for the endpoints the environment names now."""
-    return _tracer(tuple(os.environ.get(name, "") for name in ENDPOINTS))
+    """The tracer for the endpoints the environment names now (graph/tracing's `ENDPOINTS`)."""
+    endpoints = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+    return _tracer(tuple(os.environ.get(name, "") for name in endpoints))
 
 
 def _ferry_ids(ids: dict[str, Any]) -> dict[str, Any]:
