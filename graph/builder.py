@@ -17,7 +17,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import Command, StateUpdate
 
-from graph import output
+from graph import output, tracing
 from graph.nodes import AgentNodes, RunContext
 from graph.policy.provenance import admit_run, admit_updates
 from graph.routing import route_after_check
@@ -51,7 +51,8 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
             super().bulk_update_state(config, [admitted.store_first])
         _log_resume(graph_input, config, kwargs)
         args, kwargs = _with_input(args, kwargs, admitted.graph_input)
-        return super().stream(*args, **kwargs)
+        invocation = tracing.Invocation(kwargs["context"], admitted.graph_input, stored, config)
+        return tracing.traced(super().stream(*args, **kwargs), invocation)
 
     @aleased
     async def astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # noqa: D102
@@ -66,6 +67,8 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
         args, kwargs = _with_input(args, kwargs, admitted.graph_input)
         # Pregel.astream is an async generator: closing it closes the run when a client leaves.
         inner = cast(AsyncGenerator[Any, None], super().astream(*args, **kwargs))
+        invocation = tracing.Invocation(kwargs["context"], admitted.graph_input, stored, config)
+        inner = tracing.atraced(inner, invocation)
         async with aclosing(inner) as stream:
             async for part in stream:
                 yield part

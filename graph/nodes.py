@@ -27,7 +27,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 
-from graph import compaction, guards, output
+from graph import compaction, guards, output, tracing
 from graph.execution import node_output, results_of, run_call, tool_node
 from graph.models import images, make_model
 from graph.models.calls import ModelTimeout, ReplyCutShort, cut_short, invoke_within
@@ -293,14 +293,17 @@ class AgentNodes:
                 return None
             started = time.monotonic()
             try:
-                reply = invoke_within(model, prompt, config, seconds)
+                with tracing.model_call(runtime.context, ids) as span:
+                    reply = invoke_within(model, prompt, config, seconds)
+                    cut = cut_short(reply)
+                    tracing.describe_reply(span, reply, cut_short=cut)
             except ModelTimeout:
                 emit("model call abandoned: time budget", ids, "model_timeout", logging.WARNING)
                 return None
             duration_ms = round((time.monotonic() - started) * 1000)
             calls = len(reply.tool_calls) + len(reply.invalid_tool_calls)
             emit("model call", ids, "model_call", duration_ms=duration_ms, ferry_calls=calls)
-            if not cut_short(reply):
+            if not cut:
                 return reply
             emit("model reply cut short", ids, "model_cut_short", logging.WARNING)
         raise ReplyCutShort(
@@ -523,15 +526,17 @@ class AgentNodes:
             emit("tool call started", ids, "tool_start")
             started = time.monotonic()
             handed = with_tool_settings(config, self.tool_settings)
-            try:
-                output = run_call(
-                    self.tool_node, tool, call, handed, timeout, self.settings.tool_timeout_s
-                )
-            except GraphBubbleUp:  # the tool called interrupt(): it runs again when resumed
-                side_effects.forget_start(tool, call, config)
-                raise
-        duration_ms = round((time.monotonic() - started) * 1000)
-        updates, status = results_of(output, call, duration_ms)
+            with tracing.tool_call(runtime.context, ids) as span:
+                try:
+                    output = run_call(
+                        self.tool_node, tool, call, handed, timeout, self.settings.tool_timeout_s
+                    )
+                except GraphBubbleUp:  # the tool called interrupt(): it runs again when resumed
+                    side_effects.forget_start(tool, call, config)
+                    raise
+                duration_ms = round((time.monotonic() - started) * 1000)
+                updates, status = results_of(output, call, duration_ms)
+                tracing.describe_result(span, status)
         emit("tool call finished", ids, "tool_end", duration_ms=duration_ms, ferry_status=status)
         if status == "error" or task["failures"]:  # a success only matters after failures
             updates.append({"tool_failures": {call["name"]: status == "success"}})

@@ -39,6 +39,9 @@ class RunContext:
     def __post_init__(self) -> None:
         """Start the invocation's clock."""
         self.started_at: float = time.monotonic()
+        self.span: Any = None
+        """The invocation's OpenTelemetry span, parent of its model and tool calls' spans;
+        None when tracing is off (graph/tracing)."""
 
 
 def run_ids(config: RunnableConfig, runtime: Runtime[RunContext]) -> dict[str, Any]:

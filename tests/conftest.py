@@ -95,11 +95,12 @@ _SECRETS = ("OPENAI_API_KEY", "TAVILY_API_KEY", "ANTHROPIC_API_KEY", "LANGSMITH_
 
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Remove keys and Ferry settings, and work (and keep the trust store) in a temporary folder."""
+    """Remove keys and Ferry and OTel settings; work (and keep the trust store) in a temp folder."""
     import os
 
     for name in list(os.environ):
-        if name.startswith("FERRY_") or name.startswith("LANGSMITH_") or name in _SECRETS:
+        # OTEL_*: a developer's own collector gets no spans from the suite.
+        if name.startswith(("FERRY_", "LANGSMITH_", "OTEL_")) or name in _SECRETS:
             monkeypatch.delenv(name, raising=False)
     for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_URL", "OLLAMA_HOST"):
         monkeypatch.delenv(name, raising=False)

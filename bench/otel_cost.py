@@ -1,0 +1,119 @@
+"""CPU per model call with OpenTelemetry tracing on and off: `.venv/bin/python -m bench.otel_cost`.
+
+Runs in `make test`'s `.venv` (the bench venv has no OTLP exporter), outside `make bench`. Each
+measurement is a fresh process running `--turns` turns of the offline model on new threads of
+one SQLite file ("What is 150 * 3?": two model calls and one tool call a turn), after a
+warm-up; its process CPU time (`time.process_time`, all threads: the exporter's included) is
+divided by the model calls. "on" sends every span to an OTLP/HTTP sink in another process, so
+the receiver's work is not counted. Modes alternate, `--rounds` of each; the medians print.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+QUESTION = "What is 150 * 3?"
+CALLS_PER_TURN = 2
+
+
+def sink() -> None:
+    """An OTLP/HTTP endpoint that takes every export and keeps nothing; prints its port."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+def measure(turns: int, warmup: int) -> None:
+    """Run the turns in this process; print CPU ms per model call as JSON."""
+    from graph import build_graph, tracing
+
+    graph = build_graph()
+
+    def turn(n: int) -> None:
+        config = {"configurable": {"thread_id": f"t{n}"}}
+        graph.invoke({"messages": [("user", QUESTION)]}, config)  # type: ignore[arg-type]
+
+    for n in range(warmup):
+        turn(-n - 1)
+    tracing.flush()
+    started = time.process_time()
+    for n in range(turns):
+        turn(n)
+    tracing.flush()  # the spans of these turns, sent: their cost is in the figure
+    spent = time.process_time() - started
+    print(json.dumps({"cpu_ms_per_call": 1000 * spent / (turns * CALLS_PER_TURN)}))
+
+
+def run(mode: str, endpoint: str, folder: Path, args: argparse.Namespace) -> float:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FERRY_"))}
+    env |= {"FERRY_MODEL": "offline", "FERRY_DB": str(folder / f"{mode}.db")}
+    env["FERRY_FILES_ROOT"] = str(folder)
+    if mode == "on":
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
+    argv = [sys.executable, "-m", "bench.otel_cost", "--measure"]
+    argv += ["--turns", str(args.turns), "--warmup", str(args.warmup)]
+    repo = Path(__file__).resolve().parents[1]  # where `bench` is importable
+    done = subprocess.run(argv, env=env, cwd=repo, capture_output=True, text=True, check=True)
+    return float(json.loads(done.stdout.splitlines()[-1])["cpu_ms_per_call"])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(prog="python -m bench.otel_cost", description=__doc__)
+    p.add_argument("--turns", type=int, default=200)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--sink", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.sink:
+        return sink()
+    if args.measure:
+        return measure(args.turns, args.warmup)
+    receiver = subprocess.Popen(
+        [sys.executable, "-m", "bench.otel_cost", "--sink"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert receiver.stdout is not None
+        endpoint = f"http://127.0.0.1:{receiver.stdout.readline().strip()}"
+        figures: dict[str, list[float]] = {"off": [], "on": []}
+        with tempfile.TemporaryDirectory() as folder:
+            for _ in range(args.rounds):
+                for mode in figures:
+                    figures[mode].append(run(mode, endpoint, Path(folder), args))
+    finally:
+        receiver.kill()
+        receiver.wait()
+    off, on = (statistics.median(figures[m]) for m in ("off", "on"))
+    print(f"| tracing | CPU ms / model call (median of {args.rounds}) | runs |")
+    print("|---|---|---|")
+    for mode, value in (("off", off), ("on", on)):
+        runs = ", ".join(f"{v:.2f}" for v in figures[mode])
+        print(f"| {mode} | {value:.2f} | {runs} |")
+    print(f"\non − off: {on - off:+.2f} ms per model call ({100 * (on - off) / off:+.1f} %)")
+
+
+if __name__ == "__main__":
+    main()
