@@ -48,7 +48,7 @@ def run(mode: str, workdir: Path) -> dict[str, Any]:
     from langchain_openai import ChatOpenAI
 
     from graph import build_graph
-    from graph.settings import Settings
+    from graph.core.settings import Settings
     from graph.storage import sqlite_saver
     from tests.support.servers.openai import OpenAIServer, openai_answer
 

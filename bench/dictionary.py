@@ -21,8 +21,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from graph import build_graph
+from graph.core.settings import Settings
 from graph.models import make_model
-from graph.settings import Settings
 from graph.storage import sqlite_saver
 from graph.storage.codec.serde import FerrySerializer
 from graph.storage.sqlite.layout import name_of

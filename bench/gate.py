@@ -1,6 +1,6 @@
 """The CPU cost of Ferry's one gate and its keyed releases, measured inside Ferry's own turns.
 
-Every run's input passes `admit_run` (graph/policy/provenance.py); every call `check` releases
+Every run's input passes `admit_run` (graph/provenance.py); every call `check` releases
 gets an HMAC mark (`release`) that the tool node verifies (`unreleased`). Before the gate,
 Ferry did none of this, so their time is what the gate added: the growth phase reports it per
 model call beside the framework's whole CPU time per call, at the first and the last turns.

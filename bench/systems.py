@@ -75,7 +75,7 @@ class System:
 
 def ferry_settings(path: Path) -> Any:
     """Ferry's settings for the bench: its defaults, offline, no budgets that could stop a turn."""
-    from graph.settings import Settings
+    from graph.core.settings import Settings
 
     return Settings(
         db=path,

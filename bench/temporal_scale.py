@@ -180,7 +180,7 @@ class Cluster:
 
 
 async def connect_when_up(address: str, runtime: Any) -> Any:
-    from graph.settings import get_settings
+    from graph.core.settings import get_settings
     from graph.temporal import connect
 
     started = time.monotonic()
@@ -262,7 +262,7 @@ def history_problems(messages: list[Any], turns: int, rounds: int) -> list[str]:
 
 
 def stored_histories(names: list[str]) -> dict[str, list[Any]]:
-    from graph.settings import get_settings
+    from graph.core.settings import get_settings
     from graph.storage import open_saver
 
     with open_saver(get_settings()) as saver:
@@ -402,7 +402,7 @@ def steps_seconds(history: Any) -> float:
 def overhead_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -> dict[str, Any]:
     from bench.temporal_worker import TOOLS
     from graph.builder import build_graph
-    from graph.settings import get_settings
+    from graph.core.settings import get_settings
     from graph.storage import open_saver
     from graph.temporal import start_turn, watch
 

@@ -15,7 +15,7 @@ from typing import Annotated
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 
 from graph.builder import build_graph
-from graph.settings import get_settings
+from graph.core.settings import get_settings
 from graph.storage import open_saver
 from graph.temporal import connect
 from graph.temporal.worker import serve_graph

@@ -2,7 +2,7 @@
 
 `<!-- generated: readme -->` is the README (its `docs/` links made relative to the site),
 `<!-- generated: cli -->` every command and option of `ferry`, from its parser, and
-`<!-- generated: settings -->` every setting, from `graph.settings.Settings`: each field's
+`<!-- generated: settings -->` every setting, from `graph.core.settings.Settings`: each field's
 docstring and default.
 """
 
@@ -69,7 +69,7 @@ def _command(title: str, parser: argparse.ArgumentParser, level: int) -> str:
 
 def settings_reference() -> str:
     """Every setting: its variable, its docstring, its default."""
-    from graph.settings import Settings
+    from graph.core.settings import Settings
 
     rows = ["| variable | meaning | default |", "|---|---|---|"]
     for name, field in Settings.model_fields.items():

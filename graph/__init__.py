@@ -1,7 +1,7 @@
 """Ferry: a durable, visible tool-calling agent on LangGraph.
 
-`build_graph` and `graph` are imported lazily so that `import graph.settings` (used by the tools)
-and `ferry --help` stay cheap.
+`build_graph` and `graph` are imported lazily so that importing the settings (graph.core) and
+`ferry --help` stay cheap.
 """
 
 from __future__ import annotations

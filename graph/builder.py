@@ -18,10 +18,10 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Command, StateUpdate
 
 from graph import output, tracing
+from graph.core.settings import ConfigError, Settings, get_settings
 from graph.nodes import AgentNodes, RunContext
-from graph.policy.provenance import admit_run, admit_updates
+from graph.provenance import admit_run, admit_updates
 from graph.routing import route_after_check
-from graph.settings import ConfigError, Settings, get_settings
 from graph.state import FerryInput, FerryOutput, FerryState
 from graph.threads.lease import aleased, leased, remember_settings
 
@@ -33,7 +33,7 @@ class FerryGraph(CompiledStateGraph[FerryState, RunContext, FerryInput, FerryOut
 
     The time budget is per invocation, so every `invoke`/`stream` (Python, CLI or server) needs
     to know when it started, without callers having to pass anything. Every write a client
-    makes passes one gate first (graph/policy/provenance.py): a run's input and commands
+    makes passes one gate first (graph/provenance.py): a run's input and commands
     through `admit_run`, state updates through `admit_updates`. `invoke` runs through
     `stream` and `ainvoke` through `astream`, and so does the server (`astream`,
     `astream_events`); the `update_state` family runs through `bulk_update_state`, and so do

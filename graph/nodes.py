@@ -28,15 +28,16 @@ from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 
 from graph import compaction, guards, output, tracing
+from graph.core.messages import all_calls, error_result, turn_start, unanswered_calls
+from graph.core.run import CAN_APPROVE, RunContext, emit, run_ids, seconds_left
+from graph.core.settings import ConfigError, Settings
 from graph.execution import node_output, results_of, run_call, tool_node
 from graph.models import images, make_model
 from graph.models.calls import ModelTimeout, ReplyCutShort, cut_short, invoke_within
 from graph.policy import approval, releases
-from graph.policy.provenance import OFFERED
 from graph.prompt import bounded
+from graph.provenance import OFFERED
 from graph.routing import ToolTask
-from graph.run import CAN_APPROVE, RunContext, emit, run_ids, seconds_left
-from graph.settings import ConfigError, Settings
 from graph.state import FerryState, StopReason, Summary, merge_messages
 from graph.storage.internals import task_state
 from graph.threads import side_effects
@@ -317,7 +318,7 @@ class AgentNodes:
         A call still waiting for a decision when new input arrives did not run because no one
         approved it; telling the model so keeps it from simply trying again.
         """
-        unanswered = guards.unanswered_calls(messages)
+        unanswered = unanswered_calls(messages)
         if not unanswered:
             return []
         waiting = approval.gate(
@@ -330,7 +331,7 @@ class AgentNodes:
         )
         held = {c["id"] for c in waiting.held}
         return [
-            guards.error_result(c, approval.UNDECIDED if c["id"] in held else self._cut_short(c))
+            error_result(c, approval.UNDECIDED if c["id"] in held else self._cut_short(c))
             for c in unanswered
         ]
 
@@ -362,7 +363,7 @@ class AgentNodes:
         reply = state["messages"][-1]
         ids = run_ids(config, runtime)
         answer = self.answer_format(config)
-        if not isinstance(reply, AIMessage) or not guards.all_calls(reply):
+        if not isinstance(reply, AIMessage) or not all_calls(reply):
             if answer is not None and isinstance(reply, AIMessage) and not state.get("stop_reason"):
                 return _answered_in_words(reply, answer, ids)
             return {"stop_reason": state.get("stop_reason") or "answered"}
@@ -377,8 +378,8 @@ class AgentNodes:
         )
         if reason:
             not_run = [
-                guards.error_result(c, f"Not executed: the turn stopped ({reason}).")
-                for c in guards.all_calls(reply)
+                error_result(c, f"Not executed: the turn stopped ({reason}).")
+                for c in all_calls(reply)
             ]
             counters = guards.turn_counters(state["messages"])
             return self._stop(counters, {}, not_run, reason, ids)
@@ -418,15 +419,15 @@ class AgentNodes:
         mine = [c for c in reply.tool_calls if c["name"] == answer.name]
         if not mine:
             return None, []
-        if len(guards.all_calls(reply)) > 1:
+        if len(all_calls(reply)) > 1:
             alone = f"Not accepted: call {answer.name} alone, once the other calls are answered."
-            return None, [output.answer_result(guards.error_result(c, alone)) for c in mine]
+            return None, [output.answer_result(error_result(c, alone)) for c in mine]
         call = mine[0]
         try:
             value = answer.validate(call["args"])
         except output.InvalidAnswer as exc:
             result = output.answer_result(
-                guards.error_result(
+                error_result(
                     call,
                     f"Not accepted: the answer does not match the schema: {exc}. "
                     f"Call {answer.name} again with the answer corrected.",
@@ -434,7 +435,7 @@ class AgentNodes:
             )
             tries = 1 + sum(
                 output.is_answer(m) and getattr(m, "status", None) == "error"
-                for m in messages[guards.turn_start(messages) :]
+                for m in messages[turn_start(messages) :]
             )
             emit("answer does not match the schema", ids, "invalid_output", tries=tries)
             if tries > self.settings.output_retries:
@@ -510,17 +511,17 @@ class AgentNodes:
                 if tool is None or (tool.metadata or {}).get("retry_safe", True)
                 else side_effects.NOT_RERUN.format(tool=tool.name)
             )
-            return {"messages": [guards.error_result(call, text)]}
+            return {"messages": [error_result(call, text)]}
         if not_released:
             emit("refused a tool call check did not release", ids, "refused", logging.WARNING)
-            return {"messages": [guards.error_result(call, not_released)]}
+            return {"messages": [error_result(call, not_released)]}
         if tool is None:  # checked under another tool list, resumed under this one
             emit("refused a tool call", ids, "refused", logging.WARNING)
             text = guards.unknown_tool(call["name"], list(self.tools_by_name))
-            return {"messages": [guards.error_result(call, text)]}
+            return {"messages": [error_result(call, text)]}
         if side_effects.started_before(tool, call, config):
             text = side_effects.NOT_RERUN.format(tool=tool.name)
-            return {"messages": [guards.error_result(call, text)]}
+            return {"messages": [error_result(call, text)]}
         with self._slots:
             timeout = min(self.settings.tool_timeout_s, seconds_left(self.settings, runtime))
             emit("tool call started", ids, "tool_start")

@@ -28,7 +28,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from pydantic import BaseModel, PydanticUserError, TypeAdapter, ValidationError
 from typing_extensions import is_typeddict  # typing's misses typing_extensions' before 3.12
 
-from graph.settings import ConfigError
+from graph.core.settings import ConfigError
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig

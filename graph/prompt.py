@@ -32,7 +32,7 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.utils import count_tokens_approximately
 
-from graph.policy.fence import FENCE_PROMPT, fenced
+from graph.core.fence import FENCE_PROMPT, fenced
 
 SYSTEM_PROMPT = (
     "You are Ferry, a careful assistant with tools. Use a tool when it gives a better answer than "

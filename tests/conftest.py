@@ -161,7 +161,7 @@ def saver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseCheckp
     if request.param == "memory":
         yield InMemorySaver()
         return
-    from graph.settings import Settings
+    from graph.core.settings import Settings
     from graph.storage import default_saver
 
     ferry = default_saver(Settings(db=tmp_path / "ferry.db"))
@@ -179,7 +179,7 @@ def make_agent(
     replaces the module's `agent_tools` for one agent.
     """
     from graph import build_graph
-    from graph.settings import Settings
+    from graph.core.settings import Settings
 
     def build(
         model: Any, checkpointer: Any = None, tools: list[BaseTool] | None = None, **settings: Any

@@ -46,7 +46,7 @@ def _stored(thread: str) -> bool:
     taken as stored.
     """
     try:
-        from graph.settings import get_settings
+        from graph.core.settings import get_settings
         from graph.storage.threads.reading import listed_from_rows
 
         settings = get_settings()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, cast
 
 from graph.cli.approvals import CHOICES, ask_decisions
 from graph.cli.collection import collection_after_loading
-from graph.controls import printable, printable_json
+from graph.core.controls import printable, printable_json
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
 
     from graph.builder import FerryGraph
-    from graph.settings import Settings
+    from graph.core.settings import Settings
     from graph.storage import Saver
 
 
@@ -44,7 +44,7 @@ def print_json(value: Any) -> None:
 
 def command_settings(args: argparse.Namespace) -> Settings:
     """The settings with the command's `--model` and `--tools` applied (`with_tools_option`)."""
-    from graph.settings import get_settings
+    from graph.core.settings import get_settings
 
     settings = get_settings()
     if getattr(args, "model", None):
@@ -60,7 +60,7 @@ def with_tools_option(settings: Settings, args: argparse.Namespace) -> Settings:
     if not getattr(args, "tools", None):
         return settings
     from graph.builder import user_tools
-    from graph.settings import ConfigError
+    from graph.core.settings import ConfigError
 
     settings = settings.model_copy(update={"tools": ",".join(args.tools)})
     try:
@@ -82,7 +82,7 @@ def open_graph(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryG
 @contextmanager
 def _built(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryGraph]:
     from graph.builder import build_graph
-    from graph.log import configure_logging
+    from graph.core.log import configure_logging
     from graph.models import make_model
     from graph.storage import open_saver
     from graph.storage.stores import StoreOnFirstUse
@@ -129,7 +129,7 @@ def _file_identity(path: Path) -> tuple[int, int] | None:
 
 def refuse_without_database(args: argparse.Namespace) -> None:
     """A command that reads a named thread, where no database is yet: one line, nothing created."""
-    from graph.settings import get_settings
+    from graph.core.settings import get_settings
     from graph.storage.threads.reading import nothing_stored
 
     settings = get_settings()
@@ -248,8 +248,8 @@ def answer_schema(args: argparse.Namespace) -> str | None:
     text: str | None = getattr(args, "schema", None)
     if text is None:
         return None
+    from graph.core.settings import ConfigError
     from graph.output import RUN_KEY, of_run
-    from graph.settings import ConfigError
 
     if not text.lstrip().startswith("{"):
         try:
@@ -395,8 +395,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def has_unfinished_run(state: Any) -> bool:
-    """Whether `resume` has work (`graph.threads.lifecycle.run_has_work`, imported when needed)."""
-    from graph.threads.lifecycle import run_has_work
+    """Whether `resume` has work (`graph.lifecycle.run_has_work`, imported when needed)."""
+    from graph.lifecycle import run_has_work
 
     return run_has_work(state)
 
@@ -408,7 +408,7 @@ def refuse_missing_tools(args: argparse.Namespace, state: Any) -> None:
     approval given with `--approve` spent on that.
     """
     from graph.builder import default_tools
-    from graph.guards import unanswered_calls
+    from graph.core.messages import unanswered_calls
     from tools.memory import recall, remember
 
     calls = unanswered_calls(state.values.get("messages") or [])

@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any
 
-from graph.controls import printable
+from graph.core.controls import printable
 
 CHOICES = {"approve": "[a]pprove", "edit": "[e]dit", "reject": "[r]eject", "respond": "re[s]pond"}
 _KEYS = {"a": "approve", "e": "edit", "r": "reject", "s": "respond"}

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graph.cli.agent import UsageError, print_json
-from graph.controls import printable
+from graph.core.controls import printable
 
 if TYPE_CHECKING:
     from graph.storage.sqlite.migration import Migrated
@@ -25,8 +25,8 @@ def _say(line: str) -> None:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """Move a file's threads from LangGraph's tables into Ferry's, after a backup."""
-    from graph.log import configure_logging
-    from graph.settings import get_settings
+    from graph.core.log import configure_logging
+    from graph.core.settings import get_settings
     from graph.storage.codec.serde import serializer
     from graph.storage.sqlite.migration import BUSY_TIMEOUT_S, migrate
 
@@ -90,8 +90,8 @@ def _tell(report: Migrated) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a Ferry file's threads into a new file in LangGraph's stock `SqliteSaver` layout."""
-    from graph.log import configure_logging
-    from graph.settings import get_settings
+    from graph.core.log import configure_logging
+    from graph.core.settings import get_settings
     from graph.storage.codec.serde import serializer
     from graph.storage.sqlite.export import export_to_langgraph
 

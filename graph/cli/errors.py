@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from graph.cli.agent import UsageError, UserError, print_json
-from graph.controls import printable
+from graph.core.controls import printable
 
 _BASE_URL_SETTINGS = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
 
@@ -35,8 +35,8 @@ def _model_server_error(exc: BaseException) -> str | None:
 
 def classify(exc: BaseException) -> tuple[int, str, str]:
     """The exit code, the error's type for `--json`, and its one-line message."""
-    from graph.log import redact
-    from graph.settings import ConfigError
+    from graph.core.log import redact
+    from graph.core.settings import ConfigError
     from graph.storage import DatabaseError
     from graph.storage.codec.allowlist import StoredValueError
     from graph.threads.lease import ThreadBusy
@@ -76,7 +76,7 @@ def debug_traceback() -> int:
     """`FERRY_DEBUG`: the whole traceback, redacted (a provider's error may quote the key)."""
     import traceback
 
-    from graph.log import redact
+    from graph.core.log import redact
 
     sys.stderr.write(redact(traceback.format_exc()))
     return 1

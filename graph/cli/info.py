@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graph.cli.agent import command_settings, print_json
-from graph.controls import printable
+from graph.core.controls import printable
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
 
-    from graph.settings import Settings
+    from graph.core.settings import Settings
 
 
 def changed_settings(settings: Settings) -> dict[str, str]:
@@ -42,8 +42,8 @@ def check_database(settings: Settings) -> dict[str, Any]:
 
 def mcp_servers(settings: Settings) -> list[dict[str, Any]]:
     """The configured MCP servers (started if they were not): name, transport, status, tools."""
-    from graph.log import redact
-    from graph.settings import ConfigError
+    from graph.core.log import redact
+    from graph.core.settings import ConfigError
     from tools.mcp import McpConfigError, mcp_servers
 
     try:
@@ -126,7 +126,7 @@ def _server_line(server: dict[str, Any]) -> str:
 
 def cmd_info(args: argparse.Namespace) -> int:
     """Print the model, database, files root, tools and changed settings; check the database."""
-    from graph.log import configure_logging
+    from graph.core.log import configure_logging
 
     settings = command_settings(args)
     configure_logging(settings)  # a server that fails to start says so through Ferry's logs
@@ -182,7 +182,7 @@ def tool_records(settings: Settings) -> list[dict[str, Any]]:
 
 def cmd_tools(args: argparse.Namespace) -> int:
     """List every tool with its source and arguments."""
-    from graph.log import configure_logging
+    from graph.core.log import configure_logging
 
     settings = command_settings(args)
     configure_logging(settings)

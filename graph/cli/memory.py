@@ -11,12 +11,12 @@ import sys
 from typing import Any
 
 from graph.cli.agent import UsageError, UserError, print_json
-from graph.controls import printable
+from graph.core.controls import printable
 
 
 def cmd_memory_list(args: argparse.Namespace) -> int:
     """List the user's memories, oldest first."""
-    from graph.settings import get_settings
+    from graph.core.settings import get_settings
     from graph.storage.stores import open_store
     from graph.storage.threads.reading import nothing_stored
     from tools.memory import memories
@@ -47,7 +47,7 @@ def cmd_memory_list(args: argparse.Namespace) -> int:
 
 def cmd_memory_forget(args: argparse.Namespace) -> int:
     """Forget memories by id, or all of them."""
-    from graph.settings import get_settings
+    from graph.core.settings import get_settings
     from graph.storage.stores import open_store
     from graph.storage.threads.reading import nothing_stored
     from tools.memory import forget, memories

@@ -16,8 +16,8 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StreamMode
 
 from graph.cli.interrupt import run_in_background
-from graph.controls import printable
-from graph.guards import unanswered_calls
+from graph.core.controls import printable
+from graph.core.messages import unanswered_calls
 from graph.nodes import RunContext
 from graph.runs.progress import call_line, record_update
 from graph.runs.report import pending_approvals_of

@@ -68,7 +68,7 @@ def _routed(in_process: Handler, on_temporal_handler: Handler) -> Handler:
 
 def on_temporal(args: argparse.Namespace) -> bool:
     """Whether this command's turns go to Temporal (`--temporal` or FERRY_TEMPORAL_ADDRESS)."""
-    from graph.settings import get_settings
+    from graph.core.settings import get_settings
 
     return bool(getattr(args, "temporal", None) or get_settings().temporal_address)
 

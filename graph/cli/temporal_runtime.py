@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from graph.cli.agent import open_graph, with_tools_option
-from graph.controls import printable
+from graph.core.controls import printable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -25,15 +25,15 @@ if TYPE_CHECKING:
     from temporalio.runtime import Runtime
 
     from graph.builder import FerryGraph
-    from graph.settings import Settings
+    from graph.core.settings import Settings
 
 T = TypeVar("T")
 
 
 def settings_of(args: argparse.Namespace) -> Settings:
     """The settings, with `--temporal ADDRESS` (and `--tools`) applied; logging configured."""
-    from graph.log import configure_logging
-    from graph.settings import get_settings
+    from graph.core.log import configure_logging
+    from graph.core.settings import get_settings
 
     settings = with_tools_option(get_settings(), args)  # the worker's; ask refuses it (temporal.py)
     if getattr(args, "temporal", None):

@@ -23,7 +23,7 @@ from graph.cli.agent import (
     schema_outcome,
 )
 from graph.cli.temporal_runtime import client_of, run_on_temporal, say, settings_of, thread_graph
-from graph.controls import printable
+from graph.core.controls import printable
 
 if TYPE_CHECKING:
     from temporalio.client import Client, WorkflowHandle

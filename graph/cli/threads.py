@@ -18,10 +18,10 @@ from graph.cli.agent import (
     refuse_without_database,
     thread_config,
 )
-from graph.controls import printable
+from graph.core.controls import printable
 
 if TYPE_CHECKING:
-    from graph.settings import Settings
+    from graph.core.settings import Settings
     from graph.storage import Saver
 
 
@@ -137,7 +137,7 @@ def cmd_undo(args: argparse.Namespace) -> int:
 
 def cmd_threads(args: argparse.Namespace) -> int:
     """List stored threads, most recently updated first."""
-    from graph.settings import get_settings
+    from graph.core.settings import get_settings
     from graph.storage import database_name, open_saver
     from graph.storage.threads.reading import list_threads, listed_from_rows
 
@@ -189,7 +189,7 @@ def _compact(saver: Saver) -> None:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     """Delete one thread and compact the database."""
-    from graph.settings import get_settings
+    from graph.core.settings import get_settings
     from graph.storage import open_saver
 
     settings = get_settings()
@@ -208,7 +208,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     """Keep the last N checkpoints per thread, or drop threads not updated since a date."""
-    from graph.settings import get_settings
+    from graph.core.settings import get_settings
     from graph.storage import FerrySaver, open_saver
     from graph.storage.sqlite.retention import prune_thread, threads_updated_before
     from graph.storage.threads.reading import list_threads

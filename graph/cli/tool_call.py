@@ -32,7 +32,7 @@ from graph.cli.agent import (
     resume_all,
     thread_config,
 )
-from graph.controls import printable
+from graph.core.controls import printable
 
 if TYPE_CHECKING:
     from graph.builder import FerryGraph
@@ -76,7 +76,7 @@ def cmd_tool_call(args: argparse.Namespace) -> int:
 
     from graph.builder import build_graph, default_tools
     from graph.cli.tool_args import parse_arguments
-    from graph.log import configure_logging
+    from graph.core.log import configure_logging
     from graph.models.one_call import AsksForOneCall
     from graph.nodes import CAN_APPROVE
     from graph.runs.report import pending_approvals_of
@@ -130,7 +130,7 @@ def cmd_tool_call(args: argparse.Namespace) -> int:
 def _run(graph: FerryGraph, graph_input: Any, config: Any) -> bool:
     """Run the graph to its next stop; whether `execute_tool` ran (the tool was called)."""
     from graph.cli.interrupt import run_in_background
-    from graph.run import RunContext
+    from graph.core.run import RunContext
 
     ran = False
     # In a thread of its own, as `ask` runs: Ctrl-C stops the CLI at once, not at the timeout.

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graph.cli.agent import UserError, print_json
-from graph.controls import printable
+from graph.core.controls import printable
 
 if TYPE_CHECKING:
     from tools.trust import FolderFile
@@ -31,7 +31,7 @@ def describe_dotenv(text: str) -> list[str]:
     """What a `.env` sets: `NAME=value`, a secret's value (as Ferry's logs redact it) left out."""
     from dotenv import dotenv_values
 
-    from graph.log import is_secret_name
+    from graph.core.log import is_secret_name
 
     values = dotenv_values(stream=io.StringIO(text), interpolate=False)
     return [
@@ -139,7 +139,7 @@ def _write(lines: list[str]) -> None:
 
 def cmd_trust(args: argparse.Namespace) -> int:
     """Trust the folder's `.env` and `mcp.json` as they are now, list the trusted, or revoke."""
-    from graph.settings import ConfigError
+    from graph.core.settings import ConfigError
     from tools.trust import TrustStoreError
 
     folder = Path(args.folder)

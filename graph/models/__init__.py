@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from langchain_core.language_models import BaseChatModel
 
-from graph.settings import ConfigError
+from graph.core.settings import ConfigError
 
 __all__ = ["ConfigError", "make_model"]
 

@@ -26,9 +26,9 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from graph.compaction import SUMMARY_PROMPT, offline_summary
+from graph.core.fence import unfenced
+from graph.core.transcript import SUMMARY_PROMPT, offline_summary
 from graph.models.planner import Intent, first_number, named_call, parse_intents
-from graph.policy.fence import unfenced
 
 HELP = (
     "I am Ferry's offline planner, not a language model, so I only understand: arithmetic "

@@ -15,7 +15,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from graph.settings import ModelPrice
+from graph.core.settings import ModelPrice
 
 log = logging.getLogger("ferry.prices")
 _MTOK = 1_000_000

@@ -1,7 +1,7 @@
 """Human approval of chosen tools: the run pauses, a person decides each held call.
 
 The pause is a LangGraph interrupt in LangChain's human-in-the-loop format
-(graph/policy/hitl.py), so the CLI, Python, Studio and agent-chat-ui all see the same held
+(graph/core/hitl.py), so the CLI, Python, Studio and agent-chat-ui all see the same held
 calls and resume the same way:
 
     Command(resume={"decisions": [{"type": "approve"}, {"type": "reject", "message": "..."}]})
@@ -28,15 +28,7 @@ from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import interrupt
 
-from graph.guards import error_result
-from graph.policy.exfiltration import (
-    Finding,
-    Guard,
-    is_outbound,
-    is_private,
-    private_sources,
-)
-from graph.policy.hitl import (
+from graph.core.hitl import (
     DEFAULT_DECISIONS,
     PREFIX,
     ApprovalDecisionError,
@@ -45,7 +37,15 @@ from graph.policy.hitl import (
     decisions_for,
     request,
 )
-from graph.settings import Settings
+from graph.core.messages import error_result
+from graph.core.settings import Settings
+from graph.policy.exfiltration import (
+    Finding,
+    Guard,
+    is_outbound,
+    is_private,
+    private_sources,
+)
 
 UNDECIDED = (
     "No result: this call needed the user's approval, and the conversation went on without "

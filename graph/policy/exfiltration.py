@@ -34,7 +34,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 
-from graph.guards import turn_start
+from graph.core.messages import turn_start
 from graph.policy.quotes import MAX_INDEX_BYTES, Quotes, Span
 
 __all__ = [

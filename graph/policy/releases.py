@@ -1,6 +1,6 @@
 """Releases: `execute_tool` runs a call only with a release that only `check` can make.
 
-A client can route a run itself or write as a node (graph/policy/provenance.py refuses both,
+A client can route a run itself or write as a node (graph/provenance.py refuses both,
 but a write path LangGraph adds later would not be known to it), so the tool node does not
 trust where its task came from. `check` records, for each call it lets run, a mark: an HMAC
 of the call (id, tool, arguments), the reply that made it, the turn's question and the thread,

@@ -14,11 +14,11 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from graph.core.hitl import awaiting
+from graph.core.settings import ModelPrice, get_settings
 from graph.guards import token_usage
 from graph.models.prices import reply_cost
 from graph.output import is_answer
-from graph.policy.hitl import awaiting
-from graph.settings import ModelPrice, get_settings
 
 
 def message_ids(state: Any) -> frozenset[str]:

@@ -7,8 +7,8 @@ server), but the server reads the graph from the module's namespace, not by attr
 from __future__ import annotations
 
 from graph.builder import served_graph
-from graph.log import configure_logging
-from graph.settings import get_settings
+from graph.core.log import configure_logging
+from graph.core.settings import get_settings
 
 if (_settings := get_settings()).log_file or _settings.log_format == "json":
     # Asked for: Ferry's own lines go to FERRY_LOG_FILE (or stderr as JSON lines), as from

@@ -15,7 +15,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from graph.settings import get_settings
+from graph.core.settings import get_settings
 from graph.state import fold_messages
 from graph.storage.codec.serde import serializer
 from graph.storage.sqlite.saver import FerrySaver, connect

@@ -1,7 +1,7 @@
 """What a run's `command` may carry through the server, refused before the run is made.
 
 The server turns a run's `command` into a `Command`; `FerryGraph` admits it or refuses it
-whoever sends it (graph/policy/provenance.py). The shapes refused whatever the thread holds
+whoever sends it (graph/provenance.py). The shapes refused whatever the thread holds
 (a `goto` anywhere but the end, `Send`s, several parts at once) are refused here too, before
 the run is created, so a client gets a 400 naming the rule instead of a run that fails.
 """
@@ -13,7 +13,7 @@ from typing import Any
 from langgraph.types import Command
 from langgraph_sdk import Auth
 
-from graph.policy.provenance import command_shape_error
+from graph.provenance import command_shape_error
 
 
 def refuse_unsafe_commands(server_auth: Auth) -> None:

@@ -24,8 +24,8 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.schema import Thread, ThreadState
 from starlette.applications import Starlette
 
+from graph.core.settings import get_settings
 from graph.server.versions import postgres_versions, sqlite_versions
-from graph.settings import get_settings
 
 GRAPH_ID = "agent"
 """The graph's name in `langgraph.json`."""

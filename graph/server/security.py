@@ -20,6 +20,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from graph.core.settings import load_dotenv_file
 from graph.server.access import (
     HOSTS_VARIABLE,
     LOCAL_HOSTS,
@@ -30,7 +31,6 @@ from graph.server.access import (
 )
 from graph.server.commands import refuse_unsafe_commands
 from graph.server.registry import lifespan
-from graph.settings import load_dotenv_file
 from tools.settings import default_user
 
 _ALLOW_ORIGIN = "access-control-allow-origin"

@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 
 from langgraph.store.base import BaseStore
 
-from graph.settings import get_settings
+from graph.core.settings import get_settings
 
 
 @asynccontextmanager

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from graph.settings import Settings
+    from graph.core.settings import Settings
     from graph.storage.errors import DatabaseError
     from graph.storage.history.folding import Fold
     from graph.storage.postgres.saver import FerryPostgresSaver

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graph.settings import ConfigError
+from graph.core.settings import ConfigError
 
 
 class DatabaseError(ConfigError):

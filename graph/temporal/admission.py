@@ -110,8 +110,8 @@ def check_step(step: StepInput, budget_s: float, models: Collection[str]) -> Non
             f"{', '.join(sorted(models))} (FERRY_MODEL, FERRY_TEMPORAL_MODELS)",
         )
     if step.response_format is not None:
+        from graph.core.settings import ConfigError
         from graph.output import RUN_KEY, of_run  # the worker's, outside the sandbox
-        from graph.settings import ConfigError
 
         try:
             of_run({"configurable": {RUN_KEY: step.response_format}}, None)

@@ -27,7 +27,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
-from graph.settings import ConfigError, Settings, get_settings
+from graph.core.settings import ConfigError, Settings, get_settings
 from graph.temporal.shapes import (
     DECIDE_UPDATE,
     PROGRESS_UPDATE,

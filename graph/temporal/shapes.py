@@ -82,11 +82,9 @@ class StepSummary:
     """The checkpoint the invocation started from (`StepInput.since`, found if it was None)."""
     checkpoint: str = ""
     """The thread's latest checkpoint after the step: where an invocation after a pause starts."""
-
-    @property
-    def pending_approvals(self) -> list[dict[str, Any]]:
-        """The calls the turn paused on, waiting for a person's decision."""
-        return list(self.report.get("pending_approvals") or [])
+    pending_approvals: list[dict[str, Any]] = field(default_factory=list)
+    """The calls the turn paused on (the report's): a field of its own, which the workflow
+    decides by, as the histories of turns recorded before `report` existed hold it."""
 
 
 @dataclass

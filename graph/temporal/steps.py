@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, cast
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langgraph.types import Command
 
+from graph.core.run import CAN_APPROVE, RunContext
 from graph.output import RUN_KEY
-from graph.run import CAN_APPROVE, RunContext
 from graph.runs.progress import record_update
 from graph.runs.report import message_ids, pending_approvals_of, turn_report
 from graph.temporal.shapes import END, STEP, StepInput, StepSummary
@@ -234,9 +234,11 @@ def _summary(
     if since:
         at = {"configurable": {"thread_id": thread_id, "checkpoint_id": since}}
         before = message_ids(graph.get_state(cast("RunnableConfig", at)))
+    report = turn_report(thread_id, state, before)
     return StepSummary(
         next=after,
-        report=turn_report(thread_id, state, before),
+        report=report,
+        pending_approvals=report.get("pending_approvals", []),
         output=output.items(),
         since=since,
         checkpoint=_checkpoint_id(state),

@@ -23,8 +23,8 @@ from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from graph.core.settings import ConfigError, Settings
 from graph.runs.report import pending_approvals_of
-from graph.settings import ConfigError, Settings
 from graph.temporal.admission import (
     MAX_TIME_BUDGET_S,
     TurnRefused,

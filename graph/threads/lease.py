@@ -25,7 +25,7 @@ from weakref import WeakKeyDictionary
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
-from graph.settings import Settings, get_settings
+from graph.core.settings import Settings, get_settings
 from graph.storage.leases.sqlite import Holder, LeaseStore
 from graph.storage.leases.stores import aleases_for, leases_for
 

@@ -4,7 +4,7 @@ LangGraph keeps every checkpoint of a thread; a new head on an older one (a copy
 is how it goes back, and the old head stays reachable by its id. `undo` makes the checkpoint a
 turn started from the head again; `fork` writes the state at a checkpoint into a new thread,
 the original untouched. Both are Ferry's own writes of what the thread stored, past the gate
-clients pass (graph/policy/provenance.py), and hold the thread's lease meanwhile.
+clients pass (graph/provenance.py), and hold the thread's lease meanwhile.
 
 Neither undoes what a tool did: a file a tool wrote stays written, and a forked or undone turn
 asked again runs its tools again (after approval, if they need it).
@@ -22,7 +22,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot, StateUpdate
 
-from graph.guards import unanswered_calls
+from graph.core.messages import unanswered_calls
 from graph.threads.lease import holding
 
 

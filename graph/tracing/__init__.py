@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.types import Command
 
-from graph.run import RunContext
+from graph.core.run import RunContext
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -62,7 +62,7 @@ class Invocation:
 
     context: RunContext
     graph_input: Any
-    """The input as admitted (graph/policy/provenance.py): new messages have their ids."""
+    """The input as admitted (graph/provenance.py): new messages have their ids."""
     stored: Any
     """The thread's state before the run, or None."""
     config: Any

@@ -37,7 +37,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, TraceFlags
 
-from graph.run import RunContext
+from graph.core.run import RunContext
 
 if TYPE_CHECKING:  # graph/tracing imports this module: the types only, no cycle
     from graph.tracing import Turn

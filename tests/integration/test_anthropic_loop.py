@@ -16,10 +16,10 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from graph import build_graph
+from graph.core.fence import fenced_data
+from graph.core.settings import Settings
 from graph.guards import turn_counters
-from graph.policy.fence import fenced_data
 from graph.prompt import SYSTEM_PROMPT
-from graph.settings import Settings
 from graph.storage import sqlite_saver
 from tests.support.cli_helpers import Ferry, ferry_env, history, one_json_object, succeeded
 from tests.support.lookup import CALLS, lookup

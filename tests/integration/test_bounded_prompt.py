@@ -15,8 +15,8 @@ import pytest
 from langchain_core.tools import tool
 
 from graph import build_graph
+from graph.core.settings import Settings
 from graph.prompt import OMITTED
-from graph.settings import Settings
 from graph.storage import sqlite_saver
 from tests.support.providers import PROVIDERS, Provider
 from tests.support.servers.scripted import ScriptedServer

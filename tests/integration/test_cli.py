@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from graph.policy.fence import fenced_data
+from graph.core.fence import fenced_data
 from tests.support.cli_helpers import (
     FERRY,
     UUID4,

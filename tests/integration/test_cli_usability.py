@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from graph.settings import ConfigError, Settings
+from graph.core.settings import ConfigError, Settings
 from graph.storage import database_name
 from tests.support.cli_helpers import (
     FERRY,

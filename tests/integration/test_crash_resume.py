@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import ToolMessage
 
+from graph.core.fence import fenced_data
 from graph.guards import INTERRUPTED
-from graph.policy.fence import fenced_data
 from tests.support.cli_helpers import (
     Ferry,
     assert_every_call_answered_in_place,

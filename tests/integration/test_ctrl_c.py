@@ -205,7 +205,7 @@ def test_resume_completes_a_turn_nothing_is_planned_for(cli: Ferry, tmp_path: Pa
     """A kill between a step's writes and its checkpoint can leave `state.next` empty although
     the last message is a question no one answered: `resume` goes by the messages."""
     from graph.builder import build_graph
-    from graph.settings import Settings
+    from graph.core.settings import Settings
     from graph.storage import open_saver
 
     env = ferry_env(tmp_path)

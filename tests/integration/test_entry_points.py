@@ -23,9 +23,9 @@ from langchain_openai import ChatOpenAI
 
 from graph import build_graph
 from graph.builder import _compile  # the served graph's own recipe, on this module's tools
+from graph.core.settings import Settings
 from graph.guards import INTERRUPTED
 from graph.server.checkpointer import checkpointer as server_checkpointer
-from graph.settings import Settings
 from graph.storage import FerrySaver, connect, sqlite_saver
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
 

@@ -21,8 +21,8 @@ import pytest
 from langchain_core.messages import ToolMessage
 
 from graph import build_graph
-from graph.run import CAN_APPROVE
-from graph.settings import Settings
+from graph.core.run import CAN_APPROVE
+from graph.core.settings import Settings
 from graph.storage import sqlite_saver
 from tests.support.providers import OPENAI
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls

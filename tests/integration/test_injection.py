@@ -15,9 +15,9 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 
+from graph.core.fence import fenced_data
 from graph.nodes import CAN_APPROVE
 from graph.policy.approval import UNDECIDED
-from graph.policy.fence import fenced_data
 from tests.support.cli_helpers import Ferry, ferry_env, one_json_object
 from tests.support.fixtures import Agent, Scripted
 from tests.support.scripted import Step, answer, tool_call

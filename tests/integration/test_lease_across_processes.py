@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from graph.builder import build_graph
-from graph.settings import Settings
+from graph.core.settings import Settings
 from graph.storage import sqlite_saver
 from graph.storage.postgres.saver import async_postgres_saver, open_postgres_saver
 from graph.threads.lease import WAIT_FOR_THREAD, ThreadBusy, thread_lease
@@ -47,7 +47,7 @@ def test_a_ferry_process_on_a_busy_thread_exits_1_with_one_line(tmp_path: Path) 
 HOLDER = """
 import sys, time
 from graph.threads.lease import thread_lease
-from graph.settings import Settings
+from graph.core.settings import Settings
 from graph.storage.postgres.saver import async_postgres_saver, open_postgres_saver
 with open_postgres_saver(sys.argv[1]) as saver:
     with thread_lease(saver, {"configurable": {"thread_id": "t1"}}, Settings()):

@@ -18,9 +18,9 @@ from langchain_core.tools import BaseTool, tool
 from langchain_openai import ChatOpenAI
 
 from graph import build_graph
+from graph.core.settings import Settings
 from graph.guards import MAX_ARGUMENTS_CHARS
 from graph.models.calls import ReplyCutShort, cut_short
-from graph.settings import Settings
 from graph.storage import sqlite_saver
 from tests.support.lookup import CALLS, lookup
 from tests.support.servers.base import Reply

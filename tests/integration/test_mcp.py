@@ -25,8 +25,8 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.types import Command
 
 from graph import build_graph
-from graph.log import JsonFormatter, TextFormatter
-from graph.settings import Settings
+from graph.core.log import JsonFormatter, TextFormatter
+from graph.core.settings import Settings
 from graph.storage import sqlite_saver
 from tests.support.fixtures import Agent, Scripted
 from tests.support.mcp import MALFORMED, http_server, stdio_entry, write_config

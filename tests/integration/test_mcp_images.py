@@ -24,9 +24,9 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 
 from graph import build_graph
-from graph.log import JsonFormatter
+from graph.core.log import JsonFormatter
+from graph.core.settings import Settings
 from graph.models.offline import OfflineModel
-from graph.settings import Settings
 from graph.storage import sqlite_saver
 from tests.support.cli_helpers import Ferry, ferry_env, history, succeeded
 from tests.support.mcp import SERVERS, stdio_entry, write_config

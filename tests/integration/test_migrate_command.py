@@ -28,7 +28,7 @@ from langgraph.types import Command
 import graph as ferry_package
 from graph import build_graph
 from graph.cli import main
-from graph.settings import Settings
+from graph.core.settings import Settings
 from graph.storage import sqlite_saver
 from graph.storage.sqlite.migration import migrate
 from tests.support.file_tools import RUNS, delete_file, peek

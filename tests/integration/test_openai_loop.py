@@ -15,7 +15,7 @@ import pytest
 from langchain_core.tools import tool
 
 from graph import build_graph
-from graph.settings import Settings
+from graph.core.settings import Settings
 from graph.storage import sqlite_saver
 from tests.support.lookup import CALLS, lookup
 from tests.support.providers import OPENAI

@@ -22,10 +22,10 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 
+from graph.core.fence import fenced_data
+from graph.core.settings import Settings
 from graph.guards import turn_counters
 from graph.models import ConfigError
-from graph.policy.fence import fenced_data
-from graph.settings import Settings
 from graph.storage.codec.serde import StoredValueError
 from graph.storage.postgres.saver import FerryPostgresSaver, open_postgres_saver
 from graph.storage.threads.reading import list_threads

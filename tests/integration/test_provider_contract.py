@@ -23,8 +23,8 @@ from langchain_core.messages import (
 )
 from langchain_core.tools import BaseTool
 
+from graph.core.fence import fenced_data
 from graph.guards import turn_counters
-from graph.policy.fence import fenced_data
 from graph.storage import sqlite_saver
 from tests.support.fixtures import Agent
 from tests.support.lookup import CALLS, lookup

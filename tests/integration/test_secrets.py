@@ -22,8 +22,8 @@ from langchain_core.tools import ToolException, tool
 from langchain_openai import ChatOpenAI
 
 from graph.builder import build_graph
-from graph.log import JsonFormatter
-from graph.settings import Settings
+from graph.core.log import JsonFormatter
+from graph.core.settings import Settings
 from graph.storage import sqlite_saver
 from tests.support.cli_helpers import ferry, ferry_env, history, one_json_object, succeeded
 from tests.support.leaks import found_in, quoting_every_form

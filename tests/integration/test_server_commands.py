@@ -22,7 +22,7 @@ from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import BadRequestError
 
 from graph.policy.approval import UNDECIDED
-from graph.policy.provenance import GOTO_REFUSED
+from graph.provenance import GOTO_REFUSED
 from tests.support.cli_helpers import ferry_env
 from tests.support.langgraph_dev import langgraph_dev
 
@@ -50,8 +50,8 @@ def server(tmp_path: Path) -> Iterator[tuple[SyncLangGraphClient, str]]:
     env = _secret_folder(tmp_path)
     # logged with a traceback by the server
     refused = (
-        "graph.policy.provenance.ClientCommandError",
-        "graph.policy.provenance.ClientWriteError",
+        "graph.provenance.ClientCommandError",
+        "graph.provenance.ClientWriteError",
     )
     with langgraph_dev(tmp_path, env, expected_errors=refused) as client:
         thread_id = client.threads.create()["thread_id"]

@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
 from graph import build_graph
-from graph.settings import Settings
+from graph.core.settings import Settings
 from graph.storage import sqlite_saver
 from graph.storage.threads.reading import message_record
 from tests.support.growth import bytes_per_turn, sqlite_all_bytes, sqlite_stored_bytes
@@ -33,7 +33,7 @@ EARLY, LATE, SPAN = 5, 40, 2  # growth is averaged over SPAN turns after EARLY a
 SUPERSTEP_BOUND = 60  # LangGraph's is 5000; 60 supersteps are under 5 turns here
 # All stored bytes (keys, bookkeeping) over the messages' raw bytes; measured 0.93 to 0.97
 # (values are compressed), and 1.03 since every step also keeps check's marks of the calls it
-# released (about 40 B: the channel's version and a 16-digit mark, graph.policy.provenance); 1.95 in
+# released (about 40 B: the channel's version and a 16-digit mark, graph.provenance); 1.95 in
 # LangGraph's tables, whose rows repeat the thread's and steps' ids.
 AMPLIFICATION = 1.06
 

@@ -29,7 +29,7 @@ from langgraph_sdk.client import SyncLangGraphClient
 from langgraph_sdk.errors import BadRequestError
 from pydantic import TypeAdapter
 
-from graph.settings import Settings
+from graph.core.settings import Settings
 from graph.storage import sqlite_saver
 from graph.threads.lease import thread_lease
 from tests.support.cli_helpers import (
@@ -296,7 +296,7 @@ def test_studio_shows_the_schemas_and_decides_approvals_in_langchains_format(
     env = {**env, "FERRY_APPROVE_TOOLS": "calculator:approve|reject|respond"}
     question = {"messages": [{"role": "user", "content": "What is 150 * 3?"}]}
     # logged with a traceback by the server
-    refused = ("graph.policy.provenance.ClientToolResultError",)
+    refused = ("graph.provenance.ClientToolResultError",)
     with langgraph_dev(tmp_path, env, expected_errors=refused) as client:
         [assistant] = client.assistants.search(graph_id="agent")
         schemas = client.assistants.get_schemas(assistant["assistant_id"])
@@ -458,7 +458,9 @@ def test_a_client_sends_an_answer_schema_with_its_run(
 ) -> None:
     schema = {"title": "Sum", "type": "object", "properties": {"total": {"type": "integer"}}}
     question = {"messages": [{"role": "user", "content": "What is 150 * 3?"}]}
-    with langgraph_dev(tmp_path, env, expected_errors=("graph.settings.ConfigError",)) as client:
+    with langgraph_dev(
+        tmp_path, env, expected_errors=("graph.core.settings.ConfigError",)
+    ) as client:
         thread_id = client.threads.create()["thread_id"]
         values = client.runs.wait(
             thread_id, "agent", input=question, config={"configurable": {"response_format": schema}}

@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from graph.builder import build_graph
 from graph.cli import main
-from graph.settings import get_settings
+from graph.core.settings import get_settings
 from graph.storage import open_saver
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
 from tests.support.servers.openmeteo import OpenMeteoServer

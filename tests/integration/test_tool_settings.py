@@ -12,7 +12,7 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph
-from graph.settings import Settings
+from graph.core.settings import Settings
 from tests.support.scripted import ScriptedModel, answer, tool_call
 from tests.support.servers.base import Reply
 from tests.support.servers.openmeteo import OpenMeteoServer

@@ -29,8 +29,8 @@ from typing import Any, Protocol
 import pytest
 from langchain_core.messages import ToolMessage
 
-from graph.log import DRIVER_LOGGERS
-from graph.settings import Settings
+from graph.core.log import DRIVER_LOGGERS
+from graph.core.settings import Settings
 from graph.storage import open_saver
 from tests.support.servers.base import LoopbackServer
 from tests.support.stored import step_values, write_records, write_values

@@ -151,7 +151,7 @@ class Rig:
 
 def stored_messages(db: Path, thread_id: str) -> list[Any]:
     from graph.builder import build_graph
-    from graph.settings import Settings
+    from graph.core.settings import Settings
     from graph.storage import open_saver
 
     if not db.exists():

@@ -174,7 +174,7 @@ def thread_config(thread: str) -> Any:
 def converse(db: Path, *threads: str) -> None:
     """One short answered turn on each of `threads`, stored in Ferry's SQLite file `db`."""
     from graph import build_graph
-    from graph.settings import Settings
+    from graph.core.settings import Settings
     from graph.storage import sqlite_saver
     from tests.support.scripted import ScriptedModel, answer
 

@@ -18,7 +18,7 @@ from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from graph.builder import FerryGraph, build_graph
-from graph.settings import Settings, get_settings
+from graph.core.settings import Settings, get_settings
 from graph.storage import open_saver
 from graph.temporal.shapes import workflow_id
 from graph.temporal.worker import serve_graph

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import pytest
 
-from graph.settings import ConfigError, Settings
+from graph.core.settings import ConfigError, Settings
 from graph.temporal.admission import (
     MAX_TIME_BUDGET_S,
     TURN_REFUSED,

@@ -16,7 +16,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from graph.settings import get_settings
+from graph.core.settings import get_settings
 from graph.temporal import TurnFailed, connect, start_turn, watch
 from graph.temporal.shapes import WORKFLOW_NAME, workflow_id
 from tests.support.cli_helpers import ferry, ferry_env

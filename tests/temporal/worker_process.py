@@ -17,7 +17,7 @@ from pathlib import Path
 from langchain_core.tools import BaseTool, tool
 
 from graph.builder import build_graph
-from graph.settings import get_settings
+from graph.core.settings import get_settings
 from graph.storage import open_saver
 from graph.temporal import connect
 from graph.temporal.worker import serve_graph

@@ -28,8 +28,8 @@ from langgraph.types import Command
 from pydantic import TypeAdapter
 
 from graph.cli.agent import ask_decisions
+from graph.core.settings import ConfigError, get_settings
 from graph.policy import approval
-from graph.settings import ConfigError, get_settings
 from tests.support.cli_helpers import Ferry
 from tests.support.file_tools import RUNS, delete_file, peek
 from tests.support.fixtures import Agent, Scripted

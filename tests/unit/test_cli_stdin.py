@@ -21,7 +21,7 @@ from langchain_core.messages import HumanMessage
 from graph.builder import build_graph
 from graph.cli import main
 from graph.cli.agent import PIPED_INPUT_LIMIT_CHARS
-from graph.settings import Settings
+from graph.core.settings import Settings
 from graph.storage import open_saver
 from graph.storage.threads.reading import list_threads
 

@@ -19,7 +19,7 @@ from langchain_core.tools import BaseTool
 from langgraph.types import Command, StateUpdate
 
 from graph.policy.approval import UNDECIDED
-from graph.policy.provenance import ClientToolResultError, ClientWriteError
+from graph.provenance import ClientToolResultError, ClientWriteError
 from tests.support.file_tools import RUNS, delete_file
 from tests.support.fixtures import Agent
 from tests.support.scripted import ScriptedModel, answer, tool_call

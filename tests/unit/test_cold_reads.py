@@ -21,7 +21,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.tools import tool
 
 from graph import build_graph
-from graph.settings import Settings
+from graph.core.settings import Settings
 from graph.storage import FerrySaver, sqlite_saver
 from graph.storage.history import replay as history
 from graph.storage.sqlite.retention import prune_thread

@@ -19,8 +19,8 @@ from langchain_core.tools import tool
 
 from graph import build_graph
 from graph.compaction import SUMMARY_ID
+from graph.core.settings import Settings
 from graph.prompt import OMITTED
-from graph.settings import Settings
 from graph.storage import sqlite_saver
 from graph.threads.travel import checkpoints, fork
 from tests.support.cli_helpers import Ferry, ferry_env, one_json_object, succeeded

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from graph.settings import Settings
+from graph.core.settings import Settings
 from graph.storage import _database_error
 
 

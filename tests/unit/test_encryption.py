@@ -12,7 +12,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from graph.cli import main
-from graph.settings import ConfigError
+from graph.core.settings import ConfigError
 from graph.storage.codec.serde import MESSAGES, FerrySerializer, StoredValueError, serializer
 
 KEY = "0123456789abcdef0123456789abcdef"

@@ -11,10 +11,10 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCal
 from langchain_core.tools import tool
 
 from graph.cli.agent import ask_decisions
+from graph.core.settings import Settings
 from graph.policy import quotes
 from graph.policy.approval import gate
 from graph.policy.exfiltration import Guard, is_outbound, is_private
-from graph.settings import Settings
 from tools import TOOLS
 
 FILE = (

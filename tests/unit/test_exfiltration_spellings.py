@@ -18,9 +18,9 @@ import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
+from graph.core.settings import Settings
 from graph.policy.approval import gate
 from graph.policy.spellings import fold, unfolded
-from graph.settings import Settings
 from tools import TOOLS
 from tools.mcp.config import ServerSpec
 from tools.mcp.loader import tool_metadata

@@ -22,7 +22,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph.builder import build_graph
-from graph.settings import ConfigError
+from graph.core.settings import ConfigError
 from graph.storage import sqlite_saver
 from tests.support.turns import ask
 

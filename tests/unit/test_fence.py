@@ -9,7 +9,7 @@ import sys
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
 
-from graph.policy.fence import FENCE_PROMPT, REMOVED, fence_value, fenced, fenced_data, unfenced
+from graph.core.fence import FENCE_PROMPT, REMOVED, fence_value, fenced, fenced_data, unfenced
 from graph.prompt import MAX_RESULT_CHARS, SYSTEM_PROMPT, for_model
 
 CALL = {"name": "web_search", "args": {"query": "ferries"}, "id": "call_1", "type": "tool_call"}
@@ -58,7 +58,7 @@ def test_the_value_is_per_result_and_the_same_in_every_process() -> None:
     assert fence_value(first) != fence_value(second)
     code = (
         "from langchain_core.messages import ToolMessage; "
-        "from graph.policy.fence import fence_value; "
+        "from graph.core.fence import fence_value; "
         "print(fence_value(ToolMessage('a', tool_call_id='call_1', id='id-1')))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}  # str hashes differ; the value must not

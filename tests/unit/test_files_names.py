@@ -14,7 +14,7 @@ import pytest
 from langchain_core.messages import ToolMessage
 
 from graph import build_graph
-from graph.settings import Settings
+from graph.core.settings import Settings
 from graph.storage import sqlite_saver
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
 from tools.files import read_file

@@ -8,7 +8,7 @@ import pytest
 from langchain_core.tools import ToolException
 
 from graph.cli import main
-from graph.settings import ConfigError, get_settings
+from graph.core.settings import ConfigError, get_settings
 from tools import files
 from tools.settings import SYSTEM_ROOTS, ToolSettings, with_tool_settings
 

@@ -12,8 +12,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 
+from graph.core.log import JsonFormatter, redact
 from graph.guards import turn_counters
-from graph.log import JsonFormatter, redact
 from graph.state import merge_messages
 from graph.storage import sqlite_saver
 from tests.support.fixtures import Agent, Scripted

@@ -17,7 +17,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graph import build_graph
 from graph.cli import main
-from graph.settings import Settings
+from graph.core.settings import Settings
 from graph.storage import sqlite_saver
 from graph.storage.codec.serde import FerrySerializer, StoredValueError, serializer
 from graph.storage.sqlite.migration import migrate

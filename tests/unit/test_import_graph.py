@@ -87,23 +87,31 @@ def _package(module: str, packages: set[str]) -> str:
     return module if module in packages else module.rpartition(".")[0]
 
 
-def test_the_front_ends_stack_on_the_rest() -> None:
-    """No package-level cycle reaches the front ends and the runs they share: cli, temporal,
-    server and runs import the loop and storage, and nothing below imports them back.
-
-    (One package-level cycle remains below them, the loop's top level with policy, models,
-    threads and storage: issue 29's next step.)
-    """
+def package_edges() -> dict[str, set[str]]:
+    """Package of `graph` → those its modules import (its top-level modules are package `graph`;
+    a package's sub-packages are part of it: how storage cuts itself up is its own affair)."""
     modules = import_graph()
     packages = {m for m in modules if (REPO / m.replace(".", "/") / "__init__.py").exists()}
+
+    def package(module: str) -> str:
+        return ".".join(_package(module, packages).split(".")[:2])
+
     edges: dict[str, set[str]] = {}
     for module, targets in modules.items():
-        source = _package(module, packages)
-        edges.setdefault(source, set()).update(
-            _package(t, packages) for t in targets if _package(t, packages) != source
-        )
-    front = {"graph.cli", "graph.temporal", "graph.server", "graph.runs"}
-    assert [group for group in _cycles(edges) if front & set(group)] == []
+        source = package(module)
+        edges.setdefault(source, set()).update(package(t) for t in targets if package(t) != source)
+    return edges
+
+
+def test_the_packages_stack() -> None:
+    """No package-level cycle: the kernel (graph.core) at the bottom; models, policy, storage,
+    threads and tracing beside each other above it; the loop (graph's top level) above those;
+    the runs and the front ends (cli, server, temporal) on top."""
+    assert _cycles(package_edges()) == []
+
+
+def test_the_kernel_imports_nothing_of_the_agent() -> None:
+    assert {t for t in package_edges()["graph.core"] if t.startswith("graph")} == set()
 
 
 def test_the_check_finds_a_cycle_when_there_is_one() -> None:
@@ -115,13 +123,13 @@ def test_the_check_finds_a_cycle_when_there_is_one() -> None:
 # type the CLI reports as a setting to fix (DatabaseError and a bad Postgres URL or encryption
 # key are ones); the settings object the factories are handed (`graph.storage`) and that
 # `serializer()` reads when a saver is made without one (FERRY_MAX_STORED_VALUE_MB); and
-# `graph.log.redact`, which keeps secrets out of a refused value's message. The reducer, node
+# `graph.core.log.redact`, which keeps secrets out of a refused value's message. The reducer, node
 # and channel names come in as parameters or are spelled out (and checked against the graph).
 _STORAGE_STILL_IMPORTS = {
-    "graph.storage": {"graph.settings"},
-    "graph.storage.errors": {"graph.settings"},
-    "graph.storage.postgres.saver": {"graph.settings"},
-    "graph.storage.codec.serde": {"graph.settings", "graph.log"},
+    "graph.storage": {"graph.core.settings"},
+    "graph.storage.errors": {"graph.core.settings"},
+    "graph.storage.postgres.saver": {"graph.core.settings"},
+    "graph.storage.codec.serde": {"graph.core.settings", "graph.core.log"},
 }
 
 
@@ -163,10 +171,10 @@ def test_storage_imports_nothing_of_the_agent() -> None:
 
 def test_the_agent_import_check_sees_deferred_and_type_checking_imports() -> None:
     source = (
-        "from graph.storage import x\nif TYPE_CHECKING:\n    from graph.settings import S\n"
+        "from graph.storage import x\nif TYPE_CHECKING:\n    from graph.core.settings import S\n"
         "def f():\n    import graph.state\n"
     )
-    assert _agent_imports(ast.parse(source)) == {"graph.settings", "graph.state"}
+    assert _agent_imports(ast.parse(source)) == {"graph.core.settings", "graph.state"}
 
 
 MAX_TOP_LEVEL_MODULES = 14

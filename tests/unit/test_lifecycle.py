@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from graph.threads.lifecycle import unfinished_turn
+from graph.lifecycle import unfinished_turn
 
 CALL = {"name": "calculator", "args": {"expression": "1+1"}, "id": "c1"}
 ASKED = HumanMessage("1+1?", id="h")
@@ -33,7 +33,7 @@ def test_unfinished_turn(messages: list[BaseMessage], unfinished: bool) -> None:
 def test_an_answer_never_checked_is_sent_to_check() -> None:
     from langgraph.types import StateSnapshot
 
-    from graph.threads.lifecycle import continuation
+    from graph.lifecycle import continuation
 
     def snapshot(stop_reason: str | None) -> StateSnapshot:
         values = {"messages": [ASKED, ANSWER], "stop_reason": stop_reason}

@@ -15,8 +15,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool, ToolException, tool
 
+from graph.core.fence import fence_value, fenced_data
 from graph.guards import turn_counters
-from graph.policy.fence import fence_value, fenced_data
 from graph.storage import sqlite_saver
 from tests.support.fixtures import Agent, Scripted
 from tests.support.scripted import ScriptedModel, UnexpectedModelCall, answer, parallel, tool_call

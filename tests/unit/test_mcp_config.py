@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from graph import build_graph
-from graph.log import redact
-from graph.settings import ConfigError, Settings
+from graph.core.log import redact
+from graph.core.settings import ConfigError, Settings
 from tests.support.scripted import ScriptedModel
 from tests.support.trust import trust_folder
 from tools.mcp import McpConfigError, config_file, mcp_tools, read_config

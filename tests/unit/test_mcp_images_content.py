@@ -17,9 +17,9 @@ from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 
+from graph.core.settings import Settings
 from graph.models import images
 from graph.models.offline import OfflineModel
-from graph.settings import Settings
 from graph.storage.codec.serde import serializer
 from tests.support.servers.mcp_images import PNG, PNG_BASE64, png
 from tools import TOOLS

@@ -17,7 +17,7 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
 
 from graph import build_graph
-from graph.settings import Settings
+from graph.core.settings import Settings
 from tests.support.scripted import ScriptedModel, answer, tool_call
 from tools.memory import memories, namespace
 
@@ -182,7 +182,7 @@ def test_offered_memories_stay_private_for_the_thread_even_once_forgotten() -> N
 def test_the_record_of_what_the_model_was_shown_cannot_be_edited_away() -> None:
     from langchain_core.messages import RemoveMessage
 
-    from graph.policy.provenance import ClientWriteError
+    from graph.provenance import ClientWriteError
 
     store = InMemoryStore()
     store.put(namespace("ada"), "m1", {"fact": "My banking password is hunter2"})

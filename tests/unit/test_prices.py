@@ -14,9 +14,9 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from graph import build_graph
+from graph.core.settings import ConfigError, ModelPrice, Settings, get_settings
 from graph.models.prices import reply_cost
 from graph.runs.report import thread_usage
-from graph.settings import ConfigError, ModelPrice, Settings, get_settings
 from tests.support.scripted import ScriptedModel, answer, tool_call
 
 MINE = {"my-model": ModelPrice(input_mtok=2, output_mtok=10, cache_read_mtok=0.2)}

@@ -25,7 +25,7 @@ import zstandard
 from langchain_core.messages import AIMessage, HumanMessage
 
 from graph import build_graph
-from graph.settings import Settings
+from graph.core.settings import Settings
 from graph.storage import sqlite_saver
 from graph.storage.codec import reads
 from graph.storage.codec.serde import FerrySerializer, StoredValueError

@@ -11,7 +11,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from graph.log import JsonFormatter, TextFormatter, redact
+from graph.core.log import JsonFormatter, TextFormatter, redact
 from tests.support import leaks
 
 # Names Ferry treats as secret, each with a value using the characters encodings change.
@@ -100,7 +100,7 @@ def test_the_secrets_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_the_patterns_are_built_once_per_environment(secrets: list[str]) -> None:
-    from graph.log import _scrubber
+    from graph.core.log import _scrubber
 
     redact("warm the cache")
     before = _scrubber.cache_info()
@@ -132,7 +132,7 @@ def test_log_lines_are_scrubbed_in_message_fields_and_traceback(secrets: list[st
 def test_importing_redact_is_light() -> None:
     """Tool results and stored errors call it, so it must not drag in pydantic or LangChain."""
     code = (
-        "import sys, graph.log\n"
+        "import sys, graph.core.log\n"
         "heavy = {'pydantic', 'pydantic_settings', 'langchain_core', 'langgraph', 'dotenv'}\n"
         "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))\n"
     )

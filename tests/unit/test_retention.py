@@ -12,7 +12,7 @@ from typing import Any
 from langchain_core.tools import tool
 
 from graph import build_graph
-from graph.settings import Settings
+from graph.core.settings import Settings
 from graph.storage import sqlite_saver
 from graph.storage.sqlite.retention import prune_thread
 from tests.support.cli_helpers import Ferry

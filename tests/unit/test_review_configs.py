@@ -18,8 +18,8 @@ from langchain.agents.middleware.human_in_the_loop import (
 from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
-from graph.policy.hitl import DEFAULT_DECISIONS, awaiting
-from graph.settings import approval_decisions
+from graph.core.hitl import DEFAULT_DECISIONS, awaiting
+from graph.core.settings import approval_decisions
 from tests.support.file_tools import RUNS, delete_file, peek
 from tests.support.fixtures import Agent
 from tests.support.scripted import ScriptedModel, answer, parallel, tool_call

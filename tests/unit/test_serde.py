@@ -25,7 +25,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel
 
 from graph import build_graph
-from graph.settings import Settings
+from graph.core.settings import Settings
 from graph.storage import sqlite_saver
 from graph.storage.codec.serde import (
     MESSAGES,

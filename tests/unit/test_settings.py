@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from graph.settings import ConfigError, Settings, get_settings
+from graph.core.settings import ConfigError, Settings, get_settings
 from tests.support.trust import trust_folder
 
 REPO = Path(__file__).resolve().parents[2]

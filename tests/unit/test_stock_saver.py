@@ -23,7 +23,7 @@ from langgraph.graph import StateGraph
 from langgraph.types import Command
 
 from graph import build_graph
-from graph.settings import Settings
+from graph.core.settings import Settings
 from graph.state import FerryState
 from graph.storage import FerrySaver, sqlite_saver
 from graph.storage.sqlite import stock as stock_savers

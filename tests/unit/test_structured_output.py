@@ -18,9 +18,9 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
 from graph import build_graph
+from graph.core.settings import ConfigError, Settings
 from graph.models.offline import OfflineModel
 from graph.output import response_format
-from graph.settings import ConfigError, Settings
 from tests.support.scripted import ScriptedModel, answer, tool_call, tool_calls
 from tests.support.servers.base import LoopbackServer, Reply, Request
 

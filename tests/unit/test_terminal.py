@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from graph.controls import printable, printable_json
-from graph.log import TextFormatter
+from graph.core.controls import printable, printable_json
+from graph.core.log import TextFormatter
 
 
 @pytest.mark.parametrize(

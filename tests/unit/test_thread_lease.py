@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from graph.builder import FerryGraph, build_graph
-from graph.settings import Settings
+from graph.core.settings import Settings
 from graph.storage import FerrySaver, sqlite_saver
 from graph.storage.leases.sqlite import LEASES_TABLE, process_start_token
 from graph.threads.lease import WAIT_FOR_THREAD, ThreadBusy, thread_lease

@@ -21,8 +21,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import InjectedState, ToolRuntime
 from langgraph.types import Command, interrupt
 
-from graph.policy.fence import fenced_data
-from graph.run import RunContext
+from graph.core.fence import fenced_data
+from graph.core.run import RunContext
 from graph.storage import sqlite_saver
 from tests.support.fixtures import Agent, Scripted
 from tests.support.scripted import answer, parallel, tool_call
@@ -304,7 +304,7 @@ import time
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from graph import build_graph
-from graph.settings import Settings
+from graph.core.settings import Settings
 from tests.support.scripted import ScriptedModel, answer, tool_call
 
 @tool

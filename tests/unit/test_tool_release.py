@@ -34,8 +34,8 @@ from langgraph.types import Command, Send, StateUpdate
 from graph.guards import INTERRUPTED
 from graph.nodes import RunContext
 from graph.policy.approval import UNDECIDED
-from graph.policy.provenance import ClientCommandError, ClientWriteError
 from graph.policy.releases import NOT_RELEASED, UnreleasedCallError
+from graph.provenance import ClientCommandError, ClientWriteError
 from tests.support.file_tools import RUNS, delete_file, peek
 from tests.support.fixtures import Agent, Scripted
 from tests.support.scripted import answer, tool_call

@@ -11,7 +11,7 @@ from langchain_core.tools import ToolException
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph import build_graph
-from graph.settings import Settings
+from graph.core.settings import Settings
 from tests.support.scripted import ScriptedModel, answer, tool_call
 from tests.support.trust import trust_folder
 from tests.support.turns import ask

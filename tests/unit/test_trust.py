@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from graph.settings import get_settings, load_dotenv_file
+from graph.core.settings import get_settings, load_dotenv_file
 from tests.support.trust import trust_folder
 from tools.mcp import config_file
 from tools.settings import ToolSettings, secret

@@ -164,7 +164,7 @@ def _server(where: str, folder: Path, name: str, entry: dict[str, Any]) -> Serve
         secrets |= {*private, *(v.partition(" ")[2] for v in private)}  # "Bearer …" too
         secrets |= {urlsplit(url).password or ""}
         connection = {"transport": transport, "url": url, "headers": headers or None}
-    remember_secrets(secrets)  # graph/log.py leaves out the values too short to be secrets
+    remember_secrets(secrets)  # graph/core/log.py leaves out the values too short to be secrets
     problem = f"{', '.join(missing)} not set (used in the MCP servers file)" if missing else None
     overrides = _overrides(where, entry.get("tools"))
     approve = _approve(where, entry.get("approve"))

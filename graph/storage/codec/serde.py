@@ -25,8 +25,8 @@ from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from graph.log import redact
-from graph.settings import ConfigError, Settings, get_settings
+from graph.core.log import redact
+from graph.core.settings import ConfigError, Settings, get_settings
 from graph.storage.codec import messages, reads
 from graph.storage.codec.allowlist import (
     StoredValueError,

@@ -18,7 +18,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 
-from graph.settings import ConfigError
+from graph.core.settings import ConfigError
 from graph.storage.codec.allowlist import NamesThreadOnRefusal
 from graph.storage.codec.serde import serializer
 from graph.storage.history.folding import Fold, default_fold

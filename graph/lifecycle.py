@@ -14,7 +14,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.types import Command, StateSnapshot, StateUpdate
 
-from graph.guards import unanswered_calls
+from graph.core.messages import unanswered_calls
 from graph.routing import route_after_check
 
 

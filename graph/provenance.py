@@ -55,10 +55,10 @@ from langchain_core.messages import (
 from langgraph.constants import END
 from langgraph.types import Command, StateSnapshot, StateUpdate
 
-from graph.guards import error_result, unanswered_calls
+from graph.core.hitl import awaiting as held
+from graph.core.messages import error_result, unanswered_calls
+from graph.lifecycle import continuation, finished_results
 from graph.policy.approval import UNDECIDED
-from graph.policy.hitl import awaiting as held
-from graph.threads.lifecycle import continuation, finished_results
 
 log = logging.getLogger("ferry.loop")
 

@@ -19,10 +19,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast
 from urllib.parse import quote, quote_plus, unquote, urlsplit
 
-from graph.controls import printable
+from graph.core.controls import printable
 
 if TYPE_CHECKING:
-    from graph.settings import Settings
+    from graph.core.settings import Settings
 
 REDACTED = "[redacted]"
 # AUTH but not AUTHOR: GIT_AUTHOR_NAME is a name, XAUTHORITY a path.

@@ -11,7 +11,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from graph.settings import Settings
+from graph.core.settings import Settings
 
 log = logging.getLogger("ferry.loop")
 
