@@ -36,6 +36,7 @@ def _model_server_error(exc: BaseException) -> str | None:
 def classify(exc: BaseException) -> tuple[int, str, str]:
     """The exit code, the error's type for `--json`, and its one-line message."""
     from graph.log import redact
+    from graph.runs.errors import RunFailed, ServerUnreachable
     from graph.settings import ConfigError
     from graph.storage import DatabaseError
     from graph.storage.codec.allowlist import StoredValueError
@@ -53,6 +54,10 @@ def classify(exc: BaseException) -> tuple[int, str, str]:
         return 1, "thread_busy", message
     if isinstance(exc, UserError | StoredValueError | TravelError):
         return 1, "user_error", message
+    if isinstance(exc, ServerUnreachable):
+        return 1, "connection_error", message
+    if isinstance(exc, RunFailed):
+        return 1, "run_error", message
     server = _model_server_error(exc)
     if server is not None:
         return 1, "connection_error", redact(server)

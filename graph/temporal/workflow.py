@@ -15,6 +15,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():  # plain checks and dataclasses: no I/O, no state
     from graph.temporal.admission import TURN_REFUSED, TurnRefused, turn_input
@@ -130,6 +131,9 @@ class FerryTurn:
                 schedule_to_close_timeout=timedelta(seconds=left + STEP_MARGIN_S),
                 heartbeat_timeout=HEARTBEAT,
                 retry_policy=STEP_RETRIES,
+                # Cancelled (`ferry cancel`), the turn closes once its step has stopped and
+                # released the thread, not while the step still runs and holds it.
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
             self._output.extend(summary.output)
             since = summary.since  # found by the turn's first step; kept for its others
