@@ -25,13 +25,19 @@ from temporalio.client import (
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.converter import DataConverter
-from temporalio.exceptions import CancelledError, TerminatedError, WorkflowAlreadyStartedError
+from temporalio.exceptions import (
+    ApplicationError,
+    CancelledError,
+    TerminatedError,
+    WorkflowAlreadyStartedError,
+)
 from temporalio.exceptions import TimeoutError as RunTimedOut
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from graph.runs.errors import RunFailed, ServerUnreachable
 from graph.settings import Settings, get_settings
+from graph.temporal.admission import TURN_REFUSED
 from graph.temporal.shapes import (
     DECIDE_UPDATE,
     PROGRESS_UPDATE,
@@ -365,6 +371,8 @@ def _ended(exc: WorkflowFailureError, thread_id: str) -> str:
     # Ferry's own failures (a refusal, a setting) carry their one line as the message.
     message = str(getattr(cause, "message", None) or cause).strip()
     text = message.splitlines()[0] if message else "no reason was given"
+    if isinstance(cause, ApplicationError) and cause.type == TURN_REFUSED:
+        text = f"the worker refused it: {text}"
     return f"the Temporal run of {workflow_id(thread_id)} ended without an answer: {text}"
 
 
@@ -407,7 +415,8 @@ async def cancel(client: Client, thread_id: str) -> bool:
     """Cancel the thread's turn on Temporal and wait until it stopped; whether one was running.
 
     The workflow waits for its running step to stop (after its running node) before it closes,
-    so once this returns no worker runs the turn and the thread's lease is free.
+    so once this returns no worker runs the turn and the thread's lease is free. A turn whose
+    last step was ending anyway ends with its answer instead.
     """
     handle = await running_turn(client, thread_id)
     if handle is None:

@@ -9,6 +9,7 @@ tests/temporal/histories/).
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -157,6 +158,10 @@ class FerryTurn:
             if summary.next == END:
                 self._finish(turn.thread_id, summary, "done")
                 break
+            if workflow.cancellation_reason() is not None:
+                # `ferry cancel` came while the step ended on its own, before its worker heard:
+                # the step's result is kept and the turn stops here, as cancelled.
+                raise asyncio.CancelledError
             step = StepInput(
                 turn.thread_id,
                 0.0,
