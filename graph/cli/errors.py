@@ -37,6 +37,7 @@ def classify(exc: BaseException) -> tuple[int, str, str]:
     """The exit code, the error's type for `--json`, and its one-line message."""
     from graph.core.log import redact
     from graph.core.settings import ConfigError
+    from graph.runs.errors import RunFailed, ServerUnreachable
     from graph.storage import DatabaseError
     from graph.storage.codec.allowlist import StoredValueError
     from graph.threads.lease import ThreadBusy
@@ -53,6 +54,10 @@ def classify(exc: BaseException) -> tuple[int, str, str]:
         return 1, "thread_busy", message
     if isinstance(exc, UserError | StoredValueError | TravelError):
         return 1, "user_error", message
+    if isinstance(exc, ServerUnreachable):
+        return 1, "connection_error", message
+    if isinstance(exc, RunFailed):
+        return 1, "run_error", message
     server = _model_server_error(exc)
     if server is not None:
         return 1, "connection_error", redact(server)

@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import contextvars
 import gc
+import logging
 import sys
 from collections.abc import Callable, Coroutine
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
     from graph.builder import FerryGraph
     from graph.core.settings import Settings
+    from graph.temporal.client import WaitForServer
 
 T = TypeVar("T")
 
@@ -45,21 +47,47 @@ def settings_of(args: argparse.Namespace) -> Settings:
 RUNTIME: contextvars.ContextVar[Runtime] = contextvars.ContextVar("ferry_temporal_runtime")
 
 
-def run_on_temporal(coroutine: Callable[[], Coroutine[Any, Any, T]]) -> T:
+def run_on_temporal(
+    coroutine: Callable[[], Coroutine[Any, Any, T]], settings: Settings | None = None
+) -> T:
     """Run one command's Temporal work on a runtime of its own, dropped before the process ends.
 
     The SDK's process-wide runtime outlives the interpreter's shutdown, and its threads then
     sometimes abort the process (temporalio/sdk-python#300: "PyGILState_Release", exit 134
     after the answer was printed). A runtime released while Python still runs does not.
+    The SDK's core writes its own log lines (coloured warnings while a server is away) to
+    stdout unless told otherwise: here they go to Python's `temporalio.core` logger, which
+    Ferry's logging keeps where logs are kept and never shows on a terminal (graph/core/log.py).
+    A call the server did not answer, with `settings`, is one line naming its address.
     """
-    from temporalio.runtime import Runtime, TelemetryConfig
+    from temporalio.runtime import (
+        LogForwardingConfig,
+        LoggingConfig,
+        Runtime,
+        TelemetryConfig,
+        TelemetryFilter,
+    )
 
-    runtime = Runtime(telemetry=TelemetryConfig())
+    from graph.temporal.client import DEFAULT_ADDRESS, TemporalUnreachable, server_away
+
+    forwarding = LogForwardingConfig(logger=logging.getLogger("temporalio.core"))
+    telemetry = TelemetryConfig(
+        logging=LoggingConfig(
+            filter=TelemetryFilter(core_level="WARN", other_level="ERROR"), forwarding=forwarding
+        )
+    )
+    runtime = Runtime(telemetry=telemetry)
     token = RUNTIME.set(runtime)
     try:
         return asyncio.run(coroutine())
     except BaseException as exc:
         _forget_frames(exc)  # the frames hold the client, and the client its runtime
+        if settings is not None and server_away(exc):
+            address = settings.temporal_address or DEFAULT_ADDRESS
+            raise TemporalUnreachable(
+                f"Temporal at {address} is unreachable (FERRY_TEMPORAL_ADDRESS): "
+                f"{getattr(exc, 'message', '') or 'no answer'}"
+            ) from None
         raise
     finally:
         RUNTIME.reset(token)
@@ -71,6 +99,13 @@ def _forget_frames(exc: BaseException | None) -> None:
     while exc is not None:
         exc.__traceback__ = None
         exc = exc.__cause__ or exc.__context__
+
+
+def server_wait(settings: Settings) -> WaitForServer:
+    """How this command's watch waits for a server that went away: one line on stderr."""
+    from graph.temporal.client import WaitForServer
+
+    return WaitForServer.of(settings, say)
 
 
 async def client_of(settings: Settings) -> Client:

@@ -22,13 +22,21 @@ from graph.cli.agent import (
     resume_all,
     schema_outcome,
 )
-from graph.cli.temporal_runtime import client_of, run_on_temporal, say, settings_of, thread_graph
+from graph.cli.temporal_runtime import (
+    client_of,
+    run_on_temporal,
+    say,
+    server_wait,
+    settings_of,
+    thread_graph,
+)
 from graph.core.controls import printable
 
 if TYPE_CHECKING:
     from temporalio.client import Client, WorkflowHandle
 
     from graph.builder import FerryGraph
+    from graph.temporal.client import WaitForServer
 
 
 class Replies:
@@ -96,15 +104,19 @@ async def _watch_deciding(
     interactive: bool,
     graph: FerryGraph,
     replies: Replies | None,
+    wait: WaitForServer,
 ) -> dict[str, Any]:
-    """Watch the turn; at a pause, ask the person at the terminal (when there is one)."""
+    """Watch the turn; at a pause, ask the person at the terminal (when there is one).
+
+    A server that goes away is waited for as `wait` says, and the turn watched again.
+    """
     from graph.cli.approvals import ask_decisions
     from graph.runs.report import pending_approvals_of
     from graph.temporal import decide, watch
 
     while True:
         on_line, on_text = (replies.line, replies.text) if replies else (say, None)
-        report = await watch(handle, on_line, on_text)
+        report = await watch(handle, on_line, on_text, wait)
         if replies:
             replies.progress.end_answer()
         if not (interactive and report.get("pending_approvals")):
@@ -160,9 +172,13 @@ def ask(args: argparse.Namespace) -> int:
             if note:
                 sys.stderr.write(note)
             interactive = not args.json and sys.stdin.isatty()
-            return await _watch_deciding(client, handle, args.thread, interactive, graph, replies)
+            wait = server_wait(settings)
+            return await _watch_deciding(
+                client, handle, args.thread, interactive, graph, replies, wait
+            )
 
-        return _show(run_on_temporal(turn), args.json, args.thread, replies, args.schema)
+        report = run_on_temporal(turn, settings)
+        return _show(report, args.json, args.thread, replies, args.schema)
 
 
 def chat(args: argparse.Namespace) -> int:
@@ -193,10 +209,13 @@ def chat(args: argparse.Namespace) -> int:
             async def turn(text: str = question, replies: Replies = replies) -> dict[str, Any]:
                 client = await client_of(settings)
                 handle = await _start(client, args.thread, text, args, settings=settings)
-                return await _watch_deciding(client, handle, args.thread, True, graph, replies)
+                wait = server_wait(settings)
+                return await _watch_deciding(
+                    client, handle, args.thread, True, graph, replies, wait
+                )
 
             try:
-                _show(run_on_temporal(turn), False, args.thread, replies)
+                _show(run_on_temporal(turn, settings), False, args.thread, replies)
             except KeyboardInterrupt:
                 say(
                     f"\nferry: left the answer running on Temporal; see it with: "
@@ -238,9 +257,12 @@ def resume(args: argparse.Namespace) -> int:
                     return await _last_report(client, args.thread, state)
                 handle = await _start(client, args.thread, None, args, settings=settings)
             interactive = not args.json and sys.stdin.isatty()
-            return await _watch_deciding(client, handle, args.thread, interactive, graph, replies)
+            wait = server_wait(settings)
+            return await _watch_deciding(
+                client, handle, args.thread, interactive, graph, replies, wait
+            )
 
-        report = run_on_temporal(turn)
+        report = run_on_temporal(turn, settings)
         if report is None:
             return _nothing_to_resume(args, state)
         return _show(report, args.json, args.thread, replies, args.schema)
@@ -252,7 +274,7 @@ async def _last_report(client: Client, thread_id: str, state: Any) -> dict[str, 
     A client that left (Ctrl-C, killed) while its turn went on finds the answer here.
     """
     from temporalio.client import WorkflowExecutionStatus
-    from temporalio.service import RPCError
+    from temporalio.service import RPCError, RPCStatusCode
 
     from graph.runs.report import answer_of
     from graph.temporal.shapes import ordered_report, workflow_id
@@ -260,8 +282,10 @@ async def _last_report(client: Client, thread_id: str, state: Any) -> dict[str, 
     handle = client.get_workflow_handle(workflow_id(thread_id))
     try:
         described = await handle.describe()
-    except RPCError:
-        return None
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:  # the thread never ran on Temporal
+            return None
+        raise
     if described.status != WorkflowExecutionStatus.COMPLETED:
         return None
     report: dict[str, Any] = await handle.result()

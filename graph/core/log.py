@@ -34,8 +34,9 @@ _AUTH_HEADER = re.compile(r"(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}")
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{8,}={0,2}")
 _URLSAFE = str.maketrans("+/", "-_")
 _FIELDS = ("event", "thread_id", "run_id", "tool_call_id", "tool", "duration_ms", "attempt")
-DRIVER_LOGGERS = ("psycopg", "psycopg_pool")
-"""The Postgres driver's loggers: Ferry's log keeps their warnings, a terminal never shows them."""
+DRIVER_LOGGERS = ("psycopg", "psycopg_pool", "temporalio")
+"""The Postgres driver's and Temporal SDK's loggers (the SDK's core forwards to `temporalio.core`):
+Ferry's log keeps their warnings, a terminal never shows them."""
 
 
 def redact(text: str) -> str:
@@ -210,8 +211,9 @@ def configure_logging(settings: Settings) -> None:
         logger.setLevel(level)
         logger.propagate = False
     # The Postgres driver warns of the failure Ferry then reports in one line (a lost connection:
-    # "error ignored terminating <psycopg.Pipeline …>"): logged where logs are kept (a file, or
-    # JSON lines), never shown alone on a terminal, where Python's last-resort handler would.
+    # "error ignored terminating <psycopg.Pipeline …>"), and Temporal's SDK of a server that is
+    # away, which Ferry says in one line: logged where logs are kept (a file, or JSON lines),
+    # never shown alone on a terminal, where Python's last-resort handler would.
     kept = json_lines or settings.log_file is not None
     for name in DRIVER_LOGGERS:
         logger = logging.getLogger(name)

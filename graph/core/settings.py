@@ -145,6 +145,9 @@ class Settings(BaseSettings):
     """Temporal namespace of Ferry's workflows."""
     temporal_task_queue: str = "ferry"
     """Temporal task queue Ferry's workers poll."""
+    temporal_wait_s: float = Field(default=300.0, gt=0)
+    """How long a client watching a Temporal turn waits for a server that is away (its turn
+    goes on) before it gives up, naming `ferry resume --thread ID`."""
 
     @field_validator("files_root")
     @classmethod

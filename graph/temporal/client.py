@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import time
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from temporalio.client import (
     Client,
@@ -23,11 +25,19 @@ from temporalio.client import (
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.converter import DataConverter
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import (
+    ApplicationError,
+    CancelledError,
+    TerminatedError,
+    WorkflowAlreadyStartedError,
+)
+from temporalio.exceptions import TimeoutError as RunTimedOut
 from temporalio.runtime import Runtime
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
-from graph.core.settings import ConfigError, Settings, get_settings
+from graph.core.settings import Settings, get_settings
+from graph.runs.errors import RunFailed, ServerUnreachable
+from graph.temporal.admission import TURN_REFUSED
 from graph.temporal.shapes import (
     DECIDE_UPDATE,
     PROGRESS_UPDATE,
@@ -45,6 +55,9 @@ TOKENS_EVERY_S = 0.2
 """How often a watcher of the answer's tokens reads the running step's latest heartbeat."""
 OnText = Callable[[str, str], None]
 """Handed a model reply's id and its text so far, each time it has grown."""
+RETRY_EVERY_S = (0.5, 5.0)
+"""A watcher whose server is away asks again after 0.5 s, then twice as long, at most 5 s."""
+T = TypeVar("T")
 
 
 class TurnRunning(ThreadBusy):
@@ -58,8 +71,75 @@ class TurnRunning(ThreadBusy):
         )
 
 
-class TurnFailed(RuntimeError):
+class TurnFailed(RunFailed):
     """The turn's workflow failed, or was cancelled (`ferry cancel`) or terminated."""
+
+
+class TemporalUnreachable(ServerUnreachable):
+    """No Temporal server answers at the address (at first, or for longer than the wait)."""
+
+
+def thread_of(handle: WorkflowHandle[Any, Any]) -> str:
+    """The thread a turn's workflow runs (its id is `workflow_id(thread)`)."""
+    return handle.id.removeprefix(workflow_id(""))
+
+
+def server_away(exc: BaseException) -> bool:
+    """Whether a call failed because no Temporal server answered (the SDK retried it ~10 s)."""
+    return isinstance(exc, RPCError) and exc.status == RPCStatusCode.UNAVAILABLE
+
+
+@dataclass
+class WaitForServer:
+    """How a watcher rides out a Temporal server that is away: the turn goes on without it.
+
+    A call that finds the server away is made again until it answers; `on_away` is handed one
+    line when the server goes away, and after `wait_s` of absence `TemporalUnreachable` ends
+    the wait with a line naming the address and `ferry resume --thread ID`.
+    """
+
+    address: str
+    wait_s: float
+    on_away: Callable[[str], None] = lambda line: None
+
+    @classmethod
+    def of(cls, settings: Settings, on_away: Callable[[str], None] | None = None) -> WaitForServer:
+        """The wait the settings ask for (FERRY_TEMPORAL_ADDRESS, FERRY_TEMPORAL_WAIT_S)."""
+        address = settings.temporal_address or DEFAULT_ADDRESS
+        return cls(address, settings.temporal_wait_s, on_away or (lambda line: None))
+
+    async def call(self, request: Callable[[], Awaitable[T]], thread_id: str) -> T:
+        """`request()`'s result, once the server answers it.
+
+        Raises:
+            TemporalUnreachable: the server stayed away longer than `wait_s`.
+        """
+        away_since: float | None = None
+        pause = RETRY_EVERY_S[0]
+        while True:
+            try:
+                return await request()
+            except RPCError as exc:
+                if not server_away(exc):
+                    raise
+                now = time.monotonic()
+                if away_since is None:
+                    away_since = now
+                    self.on_away(
+                        f"Temporal at {self.address} is unreachable; the turn goes on; waiting…"
+                    )
+                elif now - away_since >= self.wait_s:
+                    raise self.gave_up(thread_id) from None
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, RETRY_EVERY_S[1])
+
+    def gave_up(self, thread_id: str) -> TemporalUnreachable:
+        """The error that ends the wait: the address, and how to watch the turn again."""
+        return TemporalUnreachable(
+            f"Temporal at {self.address} is still unreachable after {self.wait_s:g} s "
+            f"(FERRY_TEMPORAL_WAIT_S); the turn may still be running; once the server is back, "
+            f"continue with: ferry resume --thread {thread_id}"
+        )
 
 
 async def connect(
@@ -71,7 +151,7 @@ async def connect(
     for why the CLI brings its own).
 
     Raises:
-        ConfigError: no Temporal server answers at the address.
+        TemporalUnreachable: no Temporal server answers at the address.
     """
     settings = settings or get_settings()
     target = address or settings.temporal_address or DEFAULT_ADDRESS
@@ -81,7 +161,7 @@ async def connect(
         # Its text nests the transport's errors; the OS's message at the bottom says it best.
         found = re.findall(r'message: \\?"([^"\\]+)', str(exc))
         reason = found[-1] if found else (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise ConfigError(
+        raise TemporalUnreachable(
             f"cannot reach Temporal at {target} (FERRY_TEMPORAL_ADDRESS): {reason}"
         ) from exc
 
@@ -147,8 +227,10 @@ async def running_turn(client: Client, thread_id: str) -> WorkflowHandle[Any, An
     handle = client.get_workflow_handle(workflow_id(thread_id))
     try:
         described = await handle.describe()
-    except RPCError:  # never started on this namespace
-        return None
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:  # never started on this namespace
+            return None
+        raise
     return handle if described.status == WorkflowExecutionStatus.RUNNING else None
 
 
@@ -156,21 +238,25 @@ async def watch(
     handle: WorkflowHandle[Any, Any],
     on_line: Callable[[str], None] | None = None,
     on_text: OnText | None = None,
+    wait: WaitForServer | None = None,
 ) -> dict[str, Any]:
     """Follow a turn to its stop or its pause for approval; `ask --json`'s object.
 
     Progress lines go to `on_line` as the workers report them; model replies go to `on_text`
     (the reply's id, its text so far): as their tokens come if the turn was started with
     `stream=True`, and whole once their step ends. Leaving (Ctrl-C, a kill) leaves the turn
-    running: `ferry resume --thread ID` watches it again.
+    running: `ferry resume --thread ID` watches it again. A server that goes away is waited
+    for as `wait` says (by default the settings' FERRY_TEMPORAL_WAIT_S), and watched again.
 
     Raises:
         TurnFailed: the turn failed, or was cancelled or terminated.
+        TemporalUnreachable: the server stayed away longer than the wait.
     """
+    wait = wait or WaitForServer.of(get_settings())
     shown = _Shown(on_line, on_text)
     following = asyncio.create_task(_follow_steps(handle, shown)) if on_text else None
     try:
-        return await _watch(handle, shown, seen=0 if on_line or on_text else -1)
+        return await _watch(handle, shown, wait, seen=0 if on_line or on_text else -1)
     finally:
         if following:
             following.cancel()
@@ -206,13 +292,21 @@ class _Shown:
             self._on_text(reply_id, text)
 
 
-async def _watch(handle: WorkflowHandle[Any, Any], shown: _Shown, seen: int) -> dict[str, Any]:
+async def _watch(
+    handle: WorkflowHandle[Any, Any], shown: _Shown, wait: WaitForServer, seen: int
+) -> dict[str, Any]:
     """Follow the turn's `progress` from item `seen` (negative: only its outcome)."""
+    thread_id = thread_of(handle)
     while True:
         try:
             progress = await handle.execute_update(PROGRESS_UPDATE, seen, result_type=Progress)
-        except (RPCError, WorkflowUpdateFailedError):  # the workflow closed meanwhile
-            return await _result(handle)
+        except (RPCError, WorkflowUpdateFailedError):
+            # The workflow closed meanwhile, or the server went away: ask it, once it answers.
+            described = await wait.call(handle.describe, thread_id)
+            if described.status != WorkflowExecutionStatus.RUNNING:
+                return await _result(handle, wait)
+            await asyncio.sleep(RETRY_EVERY_S[0])  # re-attach: the turn went on meanwhile
+            continue
         except WorkflowUpdateRPCTimeoutOrCancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():  # Ctrl-C: leave as cancelled, quietly
@@ -227,7 +321,7 @@ async def _watch(handle: WorkflowHandle[Any, Any], shown: _Shown, seen: int) -> 
         if progress.state == "done":
             # The answer is known before the workflow closes: waiting for it to close lets
             # the next turn on the thread start at once (one workflow per thread at a time).
-            return await _result(handle)
+            return await _result(handle, wait)
         if progress.state != "running" and progress.report is not None:
             return ordered_report(progress.report)
 
@@ -253,25 +347,33 @@ async def _follow_steps(handle: WorkflowHandle[Any, Any], shown: _Shown) -> None
                 shown.text(str(beat.get("reply", "")), str(beat.get("text", "")))
 
 
-async def _result(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
+async def _result(handle: WorkflowHandle[Any, Any], wait: WaitForServer) -> dict[str, Any]:
+    thread_id = thread_of(handle)
     try:
-        result = await handle.result()
+        result = await wait.call(handle.result, thread_id)
     except WorkflowFailureError as exc:
-        raise TurnFailed(
-            f"the Temporal run of {handle.id} ended without an answer: {_reason(exc)}"
-        ) from exc
+        raise TurnFailed(_ended(exc, thread_id)) from exc
     return ordered_report(result)
 
 
-def _reason(exc: BaseException) -> str:
-    """The innermost cause of a workflow's failure, in one line."""
-    while getattr(exc, "cause", None) is not None:
-        exc = exc.cause  # type: ignore[attr-defined]  # Temporal's failures chain by `cause`
-    kind = getattr(exc, "type", None) or type(exc).__name__
-    # A Temporal failure's str() starts with its type already; its `message` does not.
-    message = str(getattr(exc, "message", None) or exc)
-    text = message.splitlines()[0] if message else ""
-    return f"{kind}: {text}" if text else str(kind)
+def _ended(exc: WorkflowFailureError, thread_id: str) -> str:
+    """Why a turn's workflow ended without an answer, in one line of words."""
+    cause: BaseException = exc
+    while getattr(cause, "cause", None) is not None:
+        cause = cause.cause  # type: ignore[attr-defined]  # Temporal's failures chain by `cause`
+    again = f"continue it with: ferry resume --thread {thread_id}"
+    if isinstance(cause, CancelledError):
+        return f"thread {thread_id}: its turn on Temporal was cancelled (ferry cancel); {again}"
+    if isinstance(cause, TerminatedError):
+        return f"thread {thread_id}: its turn on Temporal was terminated; {again}"
+    if isinstance(cause, RunTimedOut):
+        return f"thread {thread_id}: its turn on Temporal timed out; {again}"
+    # Ferry's own failures (a refusal, a setting) carry their one line as the message.
+    message = str(getattr(cause, "message", None) or cause).strip()
+    text = message.splitlines()[0] if message else "no reason was given"
+    if isinstance(cause, ApplicationError) and cause.type == TURN_REFUSED:
+        text = f"the worker refused it: {text}"
+    return f"the Temporal run of {workflow_id(thread_id)} ended without an answer: {text}"
 
 
 async def run_turn(
@@ -292,7 +394,7 @@ async def run_turn(
     handle = await start_turn(
         client, thread_id, question, model=model, stream=on_text is not None, settings=settings
     )
-    return await watch(handle, on_line, on_text)
+    return await watch(handle, on_line, on_text, WaitForServer.of(settings or get_settings()))
 
 
 async def decide(
@@ -310,9 +412,16 @@ async def decide(
 
 
 async def cancel(client: Client, thread_id: str) -> bool:
-    """Cancel the thread's turn on Temporal; whether one was running."""
+    """Cancel the thread's turn on Temporal and wait until it stopped; whether one was running.
+
+    The workflow waits for its running step to stop (after its running node) before it closes,
+    so once this returns no worker runs the turn and the thread's lease is free. A turn whose
+    last step was ending anyway ends with its answer instead.
+    """
     handle = await running_turn(client, thread_id)
     if handle is None:
         return False
     await handle.cancel()
+    with contextlib.suppress(WorkflowFailureError):  # cancelled is the outcome asked for
+        await handle.result()
     return True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import signal
 import threading
@@ -168,8 +169,11 @@ class Steps:
                     activity.heartbeat(now)
                     sent, waited = now, 0.0
         except asyncio.CancelledError:
-            # The graph stops after its running node; the lease is released as it ends.
+            # The graph stops after its running node and releases the thread's lease as it
+            # ends: the step reports itself cancelled only then, so the turn's workflow, and
+            # `ferry cancel` waiting on it, close once the thread is free.
             cancelled.set()
+            await _until_done(running)
             raise
 
     @activity.defn(name=AWAITING_ACTIVITY)
@@ -184,6 +188,17 @@ class Steps:
     def close(self) -> None:
         """Let the running steps finish, then release their threads."""
         self._threads.shutdown(wait=False, cancel_futures=True)
+
+
+async def _until_done(running: asyncio.Future[Any]) -> None:
+    """Wait for a cancelled step's graph to stop, beating meanwhile, however often cancelled."""
+    while not running.done():
+        try:
+            await asyncio.wait({running}, timeout=BEAT_S)
+        except asyncio.CancelledError:  # a worker shutting down cancels again: still wait
+            continue
+        with contextlib.suppress(Exception):  # a beat after the cancel only says it lives
+            activity.heartbeat()
 
 
 def make_worker(client: Client, steps: Steps, task_queue: str) -> Worker:

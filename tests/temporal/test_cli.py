@@ -6,6 +6,7 @@ on the session's Temporal dev server, with the OpenAI emulator as the model.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -14,7 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 
+from graph.temporal import connect, workflow_id
 from tests.support.cli_helpers import (
     FERRY,
     RUN_TIMEOUT_S,
@@ -36,6 +39,7 @@ from tests.support.servers.openai import (
 from tests.temporal.helpers import start_worker, still_running, stop, wait_until
 from tests.temporal.worker_process import tool_log
 
+CANCEL_REQUESTED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED
 CALC = openai_tool_calls(("calculator", {"expression": "6 * 7"}))
 REPORT_KEYS = [
     *("thread_id", "answer", "stop_reason", "output", "model_calls", "models", "tool_calls"),
@@ -193,24 +197,50 @@ def test_ctrl_c_leaves_the_streaming_turn_running_in_one_line_and_resume_prints_
     assert resumed.stdout == answer + "\n"
 
 
-def test_cancel_stops_the_turn_and_its_client_says_so(
+def _cancel_requested(thread_id: str) -> bool:
+    """Whether the thread's workflow history holds a cancel request."""
+
+    async def read() -> bool:
+        handle = (await connect()).get_workflow_handle(workflow_id(thread_id))
+        events = (await handle.fetch_history()).events
+        return any(e.event_type == CANCEL_REQUESTED for e in events)
+
+    return asyncio.run(read())
+
+
+def test_cancel_returns_once_the_step_stopped_and_the_thread_is_free(
     env: dict[str, str], worker: object, model: OpenAIServer, tmp_path: Path
 ) -> None:
     arrived, release = threading.Event(), threading.Event()
-    model.script([held_step(arrived, release, openai_answer("never shown"))])
+    # The held reply asks for a tool: the turn would go on after it, and cancel stops it there.
+    model.script([held_step(arrived, release, CALC), openai_answer("Here, in-process.")])
     client = start_ferry("ask", "--thread", "stopped", "What is 6 * 7?", env=env, cwd=tmp_path)
+    cancelling = None
     try:
-        assert arrived.wait(HOLD_LIMIT_S)
-        cancelled = ferry("cancel", "--thread", "stopped", env=env, cwd=tmp_path)
+        assert arrived.wait(HOLD_LIMIT_S)  # the step holds the thread, mid model call
+        cancelling = start_ferry("cancel", "--thread", "stopped", env=env, cwd=tmp_path)
+        wait_until(lambda: _cancel_requested("stopped"), "the cancel request")
+        assert cancelling.poll() is None  # the step still runs: cancel has not returned
+        release.set()
+        cancelled_err = cancelling.communicate(timeout=HOLD_LIMIT_S)[1]
+        # Right after cancel returns, the thread is free for an in-process turn.
+        here = ferry("ask", "--thread", "stopped", "And now?", env=in_process(env), cwd=tmp_path)
         out, err = client.communicate(timeout=HOLD_LIMIT_S)
     finally:
         release.set()
         kill(client)
-    assert cancelled.returncode == 0, cancelled.stderr
-    assert "its Temporal run is cancelled" in cancelled.stderr
+        if cancelling is not None:
+            kill(cancelling)
+    assert cancelling.returncode == 0, cancelled_err
+    assert "its Temporal run is cancelled and the thread is free" in cancelled_err
+    assert here.returncode == 0, here.stderr
+    assert here.stdout == "Here, in-process.\n"
     assert client.returncode == 1 and out == ""
-    assert err.strip().splitlines()[-1].startswith("ferry: ")
-    assert "ended without an answer" in err
+    assert err.strip().splitlines()[-1] == (
+        "ferry: thread stopped: its turn on Temporal was cancelled (ferry cancel); "
+        "continue it with: ferry resume --thread stopped"
+    )
+    assert "Error" not in err
     again = ferry("cancel", "--thread", "stopped", env=env, cwd=tmp_path)
     assert again.returncode == 1 and "no turn running on Temporal" in again.stderr
 

@@ -89,7 +89,7 @@ def test_turns_a_worker_does_not_take_fail_at_once_naming_the_field(
             )
         ),
     }
-    prefix = "the Temporal run of ferry-thread-{} ended without an answer: TurnRefused: "
+    prefix = "the Temporal run of ferry-thread-{} ended without an answer: the worker refused it: "
     assert lines["huge"].startswith(prefix.format("huge") + "time_budget_s: seconds above 0")
     assert lines["longer"] == prefix.format("longer") + (
         "time_budget_s: at most this worker's FERRY_TIME_BUDGET_S, 300 s; the turn has "
@@ -121,6 +121,9 @@ def test_ask_prints_the_refusal_in_one_line_and_a_model_the_worker_runs_still_an
         stop(worker)
     assert huge.returncode == 1 and huge.stdout == ""
     [line] = huge.stderr.strip().splitlines()[-1:]
-    assert "TurnRefused: time_budget_s: seconds above 0, at most 604800" in line, huge.stderr
+    assert "the worker refused it: time_budget_s: seconds above 0, at most 604800" in line, (
+        huge.stderr
+    )
+    assert "TurnRefused" not in huge.stderr and "TurnFailed" not in huge.stderr
     assert named.returncode == 0, named.stderr
     assert named.stdout.strip() == "It is 42."

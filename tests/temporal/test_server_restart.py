@@ -1,0 +1,160 @@
+"""The Temporal server restarted, or gone, while `ferry ask --json` watches a turn.
+
+The turn holds at a known point, by handshake: the worker's `lookup` tool holds mid-call while
+a file exists (tests/temporal/worker_process.py). The test stops the server there, waits for
+the client's one line, and starts the server again on the same address and state.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from tests.support.cli_helpers import RUN_TIMEOUT_S, ferry, ferry_env, kill, start_ferry
+from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
+from tests.temporal.helpers import (
+    WAIT_LIMIT_S,
+    DevServer,
+    DevServerError,
+    start_worker,
+    stop,
+    wait_until,
+)
+from tests.temporal.worker_process import hold_file, tool_log
+
+AWAY = "Temporal at {} is unreachable; the turn goes on; waiting…"
+
+
+@pytest.fixture
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    """A Temporal dev server of this test's own, which it may stop and start again."""
+    try:
+        server = DevServer(tmp_path_factory.mktemp("restarted"))
+        server.start()
+    except DevServerError as exc:
+        pytest.fail(str(exc))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def env(server: DevServer, model: OpenAIServer, tmp_path: Path) -> dict[str, str]:
+    return ferry_env(
+        tmp_path,
+        model=model,
+        FERRY_TEMPORAL_ADDRESS=server.address,
+        FERRY_TEMPORAL_TASK_QUEUE="ferry-restart",
+        FERRY_LEASE_TIMEOUT_S="2",
+        FERRY_TEST_TOOL_LOG=str(tool_log()),
+    )
+
+
+class Lines:
+    """A process's stream, read line by line as it comes."""
+
+    def __init__(self, stream: IO[str] | None) -> None:
+        assert stream is not None
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=lambda: self.lines.extend(stream), daemon=True)
+        self._reader.start()
+
+    def wait_for(self, line: str) -> None:
+        wait_until(lambda: line in [kept.rstrip("\n") for kept in self.lines], repr(line))
+
+    def text(self) -> str:
+        self._reader.join(timeout=WAIT_LIMIT_S)
+        return "".join(self.lines)
+
+
+def _said(stderr: str) -> list[str]:
+    """The lines on stderr besides the new thread's and the tool's progress."""
+    progress = ("thread ", "→ lookup", "✓ lookup")
+    return [line for line in stderr.splitlines() if not line.startswith(progress)]
+
+
+def _runs() -> list[str]:
+    return tool_log().read_text().splitlines() if tool_log().exists() else []
+
+
+def _held_turn(
+    env: dict[str, str], model: OpenAIServer, tmp_path: Path, thread_id: str
+) -> tuple[subprocess.Popen[str], Lines, Lines]:
+    """`ferry ask --json` on a turn whose lookup is running and held; the client and its output."""
+    model.script([openai_tool_calls(("lookup", {"key": "k"})), openai_answer("k = 42.")])
+    hold_file().touch()
+    question = ("ask", "--json", "--thread", thread_id, "What is k?")
+    client = start_ferry(*question, env=env, cwd=tmp_path)
+    out, err = Lines(client.stdout), Lines(client.stderr)
+    wait_until(lambda: _runs() == ["lookup k"], "the held lookup")
+    return client, out, err
+
+
+def _stored_answer(env: dict[str, str], tmp_path: Path, thread_id: str) -> str:
+    in_process = {k: v for k, v in env.items() if k != "FERRY_TEMPORAL_ADDRESS"}
+    history = ferry("history", "--json", "--thread", thread_id, env=in_process, cwd=tmp_path)
+    messages = json.loads(history.stdout)["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    return str(messages[-1]["content"])
+
+
+def test_a_server_restart_mid_turn_is_waited_for_and_the_answer_printed_as_one_object(
+    server: DevServer, env: dict[str, str], model: OpenAIServer, tmp_path: Path
+) -> None:
+    worker = start_worker(env, tool_log())
+    client, out, err = _held_turn(env, model, tmp_path, "restarted")
+    try:
+        server.stop()
+        err.wait_for(AWAY.format(server.address))  # the client noticed, and waits
+        server.start()
+        hold_file().unlink()  # the turn goes on: the lookup ends, the model answers
+        client.wait(timeout=RUN_TIMEOUT_S)
+    finally:
+        hold_file().unlink(missing_ok=True)
+        kill(client)
+        stop(worker)
+    stdout, stderr = out.text(), err.text()
+    assert client.returncode == 0, stderr
+    report = json.loads(stdout)  # the whole of stdout: one object, no SDK line
+    assert stdout.count("\n") == 1
+    assert report["answer"] == "k = 42." and report["stop_reason"] == "answered"
+    assert [(c["name"], c["status"]) for c in report["tool_calls"]] == [("lookup", "success")]
+    assert _said(stderr) == [AWAY.format(server.address)], stderr  # no WARN, no RPCError
+    assert _stored_answer(env, tmp_path, "restarted") == "k = 42."
+    assert _runs() == ["lookup k"]  # the call that ran through the restart ran once
+    assert model.rejections == []
+
+
+def test_a_server_away_longer_than_the_wait_ends_in_one_line_and_resume_finds_the_answer(
+    server: DevServer, env: dict[str, str], model: OpenAIServer, tmp_path: Path
+) -> None:
+    env = {**env, "FERRY_TEMPORAL_WAIT_S": "1"}
+    worker = start_worker(env, tool_log())
+    client, out, err = _held_turn(env, model, tmp_path, "gone")
+    try:
+        server.stop()
+        client.wait(timeout=RUN_TIMEOUT_S)  # gives up on its own, once the wait is over
+        server.start()
+        hold_file().unlink()
+        resumed = ferry("resume", "--json", "--thread", "gone", env=env, cwd=tmp_path)
+    finally:
+        hold_file().unlink(missing_ok=True)
+        kill(client)
+        stop(worker)
+    stdout, stderr = out.text(), err.text()
+    assert client.returncode == 1
+    failure = json.loads(stdout)  # one object
+    assert stdout.count("\n") == 1 and failure["thread_id"] == "gone"
+    assert failure["error"]["type"] == "connection_error"
+    message = failure["error"]["message"]
+    assert message.startswith(f"Temporal at {server.address} is still unreachable after 1 s")
+    assert message.endswith("continue with: ferry resume --thread gone")
+    assert _said(stderr) == [AWAY.format(server.address), f"ferry: {message}"], stderr
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["answer"] == "k = 42."  # the turn went on meanwhile
+    assert _stored_answer(env, tmp_path, "gone") == "k = 42."
