@@ -61,10 +61,30 @@ class DevServer:
         self.folder = folder
         self.address = f"127.0.0.1:{free_port()}"
         self._process: subprocess.Popen[bytes] | None = None
+        self._started = False
 
     def start(self) -> None:
-        """Start the server and wait until it answers."""
-        log = (self.folder / "server.log").open("a")
+        """Start the server and wait until it answers.
+
+        The port was free when chosen, but another process (a parallel test's server, whose
+        services take ports of their own) may take it first: a first start then tries another.
+        """
+        for _attempt in range(3):
+            try:
+                self._start()
+            except DevServerError as exc:
+                if self._started or "address already in use" not in str(exc):
+                    raise
+                self.address = f"127.0.0.1:{free_port()}"
+                continue
+            self._started = True
+            return
+        raise DevServerError(
+            f"no free port for the Temporal dev server after 3 tries ({self.address})"
+        )
+
+    def _start(self) -> None:
+        log = (self.folder / "server.log").open("w" if not self._started else "a")
         port = self.address.rsplit(":", 1)[1]
         self._process = server = subprocess.Popen(
             [
