@@ -57,6 +57,7 @@ bench: install $(BENCH_STAMP)
 lock:
 	$(BIN)/python -m pip install --quiet uv
 	$(BIN)/uv pip compile pyproject.toml --all-extras --group dev --python-version 3.11 --quiet -o requirements.lock
+	$(BIN)/uv pip compile pyproject.toml --group bench --python-version 3.11 --quiet -o requirements-bench.lock
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache
