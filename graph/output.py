@@ -10,8 +10,8 @@ again, `FERRY_OUTPUT_RETRIES` times at most (graph/nodes.py).
 The schema is the graph's (`build_graph(response_format=...)`: a pydantic model, a TypedDict,
 a dataclass or a JSON schema) or the run's (`configurable["response_format"]`, a JSON schema:
 what the CLI's `--schema`, a server client and a Temporal turn send). A run's schema comes from
-outside the process: it is checked against JSON Schema's own meta-schema where it enters, and
-its `$ref`s resolve inside it only — nothing is fetched.
+outside the process: it is checked against JSON Schema's own meta-schema where it enters, its
+`$ref`s resolve inside it only — nothing is fetched — and its patterns match in linear time.
 """
 
 from __future__ import annotations
@@ -145,9 +145,14 @@ def of_run(config: RunnableConfig | None, default: ResponseFormat | None) -> Res
 
 @functools.lru_cache(maxsize=64)
 def _from_json_schema(text: str) -> ResponseFormat:
-    """A JSON schema's answer format (cached by its text: a run sends it on every turn)."""
-    import jsonschema  # only where a JSON schema is used
-    import referencing
+    """A JSON schema's answer format (cached by its text: a run sends it on every turn).
+
+    Validated by jsonschema-rs with Rust's `regex`, whose matching time is linear in the text:
+    a `pattern` a client wrote cannot make a worker backtrack for minutes over a model's answer
+    (one with look-around or back-references is refused). A `$ref` resolves inside the schema
+    only: one to anything else is refused, never fetched.
+    """
+    import jsonschema_rs  # only where a JSON schema is used
 
     if len(text) > _MAX_SCHEMA_CHARS:
         raise ConfigError(f"the answer schema is over {_MAX_SCHEMA_CHARS} characters")
@@ -157,22 +162,23 @@ def _from_json_schema(text: str) -> ResponseFormat:
         raise ConfigError(f"the answer schema is not JSON: {exc}") from None
     if not isinstance(schema, dict):
         raise ConfigError("the answer schema must be a JSON object")
-    checker = jsonschema.validators.validator_for(schema)
     try:
-        checker.check_schema(schema)
-    except jsonschema.SchemaError as exc:
+        jsonschema_rs.meta.validate(schema)
+    except jsonschema_rs.ValidationError as exc:
         raise ConfigError(f"the answer schema is not a valid JSON schema: {exc.message}") from None
-    # An empty registry: a `$ref` to anything outside the schema fails instead of being fetched.
-    validator = checker(schema, registry=referencing.Registry())
+    try:
+        validator = jsonschema_rs.validator_for(
+            schema, retriever=_not_fetched, pattern_options=jsonschema_rs.RegexOptions()
+        )
+    except jsonschema_rs.ValidationError as exc:
+        reason = exc.message.splitlines()[0]
+        raise ConfigError(f"the answer schema cannot be used: {reason}") from None
 
     def validate(data: Any) -> Any:
-        try:
-            errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
-        except referencing.exceptions.Unresolvable as exc:
-            raise InvalidAnswer(f"the schema names what it does not hold: {exc}") from None
+        errors = sorted(validator.iter_errors(data), key=lambda e: list(e.instance_path))
         if errors:
             raise InvalidAnswer(
-                "; ".join(_at(e.absolute_path, e.message) for e in errors[:_MAX_ERRORS])
+                "; ".join(_at(e.instance_path, e.message) for e in errors[:_MAX_ERRORS])
             )
         return data
 
@@ -185,6 +191,10 @@ def _from_json_schema(text: str) -> ResponseFormat:
         description if isinstance(description, str) else "",
         validate,
     )
+
+
+def _not_fetched(uri: str) -> Any:
+    raise ValueError(f"{uri} is outside the schema: only references inside it are followed")
 
 
 def _object_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -209,8 +219,11 @@ def _pydantic_errors(exc: ValidationError) -> str:
 
 
 def _at(path: Any, message: str) -> str:
+    """One error: where in the answer, and why (a long value it quotes cut in its middle)."""
     where = "/".join(str(part) for part in path)
-    return f"{where}: {message[:300]}" if where else message[:300]
+    if len(message) > 300:
+        message = f"{message[:140]} … {message[-140:]}"
+    return f"{where}: {message}" if where else message
 
 
 def _unfenced_json(text: str) -> str:

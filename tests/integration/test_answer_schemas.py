@@ -156,7 +156,7 @@ def test_no_matching_answer_exits_1_with_one_line(
         ('{"type": "array"}', 'the answer schema must describe an object ("type": "object")'),
         (
             '{"type": "object", "required": 3}',
-            "the answer schema is not a valid JSON schema: 3 is not of type 'array'",
+            'the answer schema is not a valid JSON schema: 3 is not of type "array"',
         ),
         ("missing.json", "cannot read missing.json: No such file or directory"),
         ("{not json", "the answer schema is not JSON: Expecting property name"),

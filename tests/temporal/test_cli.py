@@ -343,7 +343,7 @@ def test_an_answer_schema_goes_with_the_turn_to_the_worker(
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"value": 42}  # the answer, nothing else on stdout
     sent_back = model.chat_requests()[2]["messages"][-1]
-    assert "value: 'forty-two' is not of type 'integer'" in sent_back["content"]
+    assert 'value: "forty-two" is not of type "integer"' in sent_back["content"]
     assert model.chat_requests()[0]["tool_choice"] == "required"
 
     there = ferry("ask", "Again?", "--schema", json.dumps(schema), "--json", env=env, cwd=tmp_path)

@@ -174,7 +174,7 @@ def test_a_run_sends_its_own_json_schema(
     result = run(graph, "how far?", response_format=SUM_SCHEMA)
 
     assert result["structured_response"] == {"total": 7, "unit": "km"}
-    assert "total: '7' is not of type 'integer'" in model.calls[1][-1].text
+    assert 'total: "7" is not of type "integer"' in model.calls[1][-1].text
     assert model.bound_tools == ["weather", "Sum"]
 
 
@@ -244,7 +244,7 @@ class _SchemaHost(LoopbackServer):
         return Reply(200, {"type": "integer"})
 
 
-def test_a_schema_names_nothing_outside_it_that_is_fetched(
+def test_a_schema_naming_anything_outside_it_is_refused_and_nothing_fetched(
     scripted: Callable[..., ScriptedModel], saver: BaseCheckpointSaver[Any]
 ) -> None:
     with _SchemaHost() as server:
@@ -253,12 +253,24 @@ def test_a_schema_names_nothing_outside_it_that_is_fetched(
             "type": "object",
             "properties": {"n": {"$ref": f"{server.url}/n.json"}},
         }
-        model = scripted([tool_call("Remote", n=1)])
-        result = run(agent(model, saver, output_retries=0), "n?", response_format=schema)
-
-        assert result["stop_reason"] == "invalid_output"
-        assert "does not hold" in result["messages"][-2].text
+        graph = agent(scripted([]), saver)
+        with pytest.raises(ConfigError, match="outside the schema: only references inside it"):
+            run(graph, "n?", response_format=schema)
         assert server.requests == []
+
+
+def test_a_pattern_matches_in_linear_time_and_look_around_is_refused(
+    scripted: Callable[..., ScriptedModel], saver: BaseCheckpointSaver[Any]
+) -> None:
+    # With a backtracking engine this answer takes longer than the universe has left.
+    schema = {"title": "Word", "type": "object", "properties": {"w": {"pattern": "^(a+)+$"}}}
+    model = scripted([tool_call("Word", w="a" * 5_000 + "!")])
+    result = run(agent(model, saver, output_retries=0), "a word?", response_format=schema)
+    assert result["stop_reason"] == "invalid_output"
+    assert 'does not match "^(a+)+$"' in result["messages"][-2].text
+    looking = {"type": "object", "properties": {"w": {"pattern": "(?=a)"}}}
+    with pytest.raises(ConfigError, match="cannot be used"):
+        response_format(looking)
 
 
 def test_the_offline_model_fills_a_schema_the_same_way_every_time(

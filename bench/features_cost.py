@@ -1,11 +1,14 @@
-"""CPU per model call with OpenTelemetry tracing on and off: `.venv/bin/python -m bench.otel_cost`.
+"""CPU per model call with issue 32's features off, tracing alone, and all of them on.
 
-Runs in `make test`'s `.venv` (the bench venv has no OTLP exporter), outside `make bench`. Each
-measurement is a fresh process running `--turns` turns of the offline model on new threads of
-one SQLite file ("What is 150 * 3?": two model calls and one tool call a turn), after a
-warm-up; its process CPU time (`time.process_time`, all threads: the exporter's included) is
-divided by the model calls. "on" sends every span to an OTLP/HTTP sink in another process, so
-the receiver's work is not counted. Modes alternate, `--rounds` of each; the medians print.
+`.venv/bin/python -m bench.features_cost`. Runs in `make test`'s `.venv` (the bench venv has no
+OTLP exporter), outside `make bench`. Each measurement is a fresh process running `--turns`
+turns of the offline model on new threads of one SQLite file ("What is 150 * 3?": two model
+calls and one tool call a turn), after a warm-up; its process CPU time (`time.process_time`,
+all threads: the exporter's included) is divided by the model calls. "otel" sends every span to
+an OTLP/HTTP sink in another process, so the receiver's work is not counted; "all" adds to it
+an answer schema on every run (the answer tool, validation), a fallback list of two models,
+`FERRY_COST_BUDGET` (every reply priced at each check) and `FERRY_PRICES`. Modes alternate,
+`--rounds` of each; the medians print.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from pathlib import Path
 
 QUESTION = "What is 150 * 3?"
 CALLS_PER_TURN = 2
+SCHEMA = {"title": "Product", "type": "object", "properties": {"value": {"type": "integer"}}}
+MODES = ("off", "otel", "all")
 
 
 def sink() -> None:
@@ -52,8 +57,10 @@ def measure(turns: int, warmup: int) -> None:
 
     graph = build_graph()
 
+    schema = {"response_format": SCHEMA} if os.environ.get("BENCH_SCHEMA") else {}
+
     def turn(n: int) -> None:
-        config = {"configurable": {"thread_id": f"t{n}"}}
+        config = {"configurable": {"thread_id": f"t{n}", **schema}}
         graph.invoke({"messages": [("user", QUESTION)]}, config)  # type: ignore[arg-type]
 
     for n in range(warmup):
@@ -71,9 +78,12 @@ def run(mode: str, endpoint: str, folder: Path, args: argparse.Namespace) -> flo
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FERRY_"))}
     env |= {"FERRY_MODEL": "offline", "FERRY_DB": str(folder / f"{mode}.db")}
     env["FERRY_FILES_ROOT"] = str(folder)
-    if mode == "on":
+    if mode in ("otel", "all"):
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
-    argv = [sys.executable, "-m", "bench.otel_cost", "--measure"]
+    if mode == "all":
+        env |= {"BENCH_SCHEMA": "1", "FERRY_MODEL": "offline,offline", "FERRY_COST_BUDGET": "100"}
+        env["FERRY_PRICES"] = json.dumps({"bench": {"input_mtok": 1, "output_mtok": 2}})
+    argv = [sys.executable, "-m", "bench.features_cost", "--measure"]
     argv += ["--turns", str(args.turns), "--warmup", str(args.warmup)]
     repo = Path(__file__).resolve().parents[1]  # where `bench` is importable
     done = subprocess.run(argv, env=env, cwd=repo, capture_output=True, text=True, check=True)
@@ -81,7 +91,7 @@ def run(mode: str, endpoint: str, folder: Path, args: argparse.Namespace) -> flo
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(prog="python -m bench.otel_cost", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m bench.features_cost", description=__doc__)
     p.add_argument("--turns", type=int, default=200)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--rounds", type=int, default=3)
@@ -93,12 +103,12 @@ def main() -> None:
     if args.measure:
         return measure(args.turns, args.warmup)
     receiver = subprocess.Popen(
-        [sys.executable, "-m", "bench.otel_cost", "--sink"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "bench.features_cost", "--sink"], stdout=subprocess.PIPE, text=True
     )
     try:
         assert receiver.stdout is not None
         endpoint = f"http://127.0.0.1:{receiver.stdout.readline().strip()}"
-        figures: dict[str, list[float]] = {"off": [], "on": []}
+        figures: dict[str, list[float]] = {mode: [] for mode in MODES}
         with tempfile.TemporaryDirectory() as folder:
             for _ in range(args.rounds):
                 for mode in figures:
@@ -106,13 +116,13 @@ def main() -> None:
     finally:
         receiver.kill()
         receiver.wait()
-    off, on = (statistics.median(figures[m]) for m in ("off", "on"))
-    print(f"| tracing | CPU ms / model call (median of {args.rounds}) | runs |")
-    print("|---|---|---|")
-    for mode, value in (("off", off), ("on", on)):
+    medians = {mode: statistics.median(figures[mode]) for mode in MODES}
+    print(f"| features | CPU ms / model call (median of {args.rounds}) | runs | vs off |")
+    print("|---|---|---|---|")
+    for mode, value in medians.items():
         runs = ", ".join(f"{v:.2f}" for v in figures[mode])
-        print(f"| {mode} | {value:.2f} | {runs} |")
-    print(f"\non − off: {on - off:+.2f} ms per model call ({100 * (on - off) / off:+.1f} %)")
+        change = 100 * (value - medians["off"]) / medians["off"]
+        print(f"| {mode} | {value:.2f} | {runs} | {change:+.1f} % |")
 
 
 if __name__ == "__main__":
