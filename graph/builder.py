@@ -195,7 +195,7 @@ def _compile(
         )
     answer = output.response_format(response_format) if response_format is not None else None
     nodes = AgentNodes(settings=settings, tools=list(tools), model=model, response_format=answer)
-    nodes.answer_format({})  # a schema named like a tool fails here, not at the first run
+
     # No context schema: a `RunContext` is made for every invocation (`_prepared`), and its id
     # and clock are not settings; declared, Studio would offer `run_id` as one.
     builder = StateGraph[FerryState, RunContext, FerryInput, FerryOutput](

@@ -124,23 +124,28 @@ class AgentNodes:
             bound = self._answering.get(answer.name)
             if bound is None or bound[0] != answer:
                 bound = (answer, self._bound([*self.tools, answer.as_tool()], tool_choice="any"))
+                if len(self._answering) >= 64:  # clients name schemas as they like: a bound
+                    self._answering.pop(next(iter(self._answering)))
                 self._answering[answer.name] = bound
         return bound[1]
 
-    def answer_format(self, config: RunnableConfig) -> output.ResponseFormat | None:
-        """The run's answer schema, if it has one; a clash with a tool's name is refused.
+    def answer_format(
+        self, config: RunnableConfig, state: FerryState | None = None, *, new_turn: bool = False
+    ) -> output.ResponseFormat | None:
+        """The turn's answer schema: the run's, else the one its turn began with, else the graph's.
+
+        A turn keeps the schema a run sent when it began (`answer_schema`), so a resume answers
+        in it without being sent it again. Its answer tool never takes a tool's name.
 
         Raises:
-            ConfigError: the run's schema is not a JSON schema of an object, or its name is
-                a tool's.
+            ConfigError: the run's schema is not a JSON schema of an object.
         """
-        answer = output.of_run(config, self.response_format)
-        if answer is not None and answer.name in self.tools_by_name:
-            raise ConfigError(
-                f"the answer schema's title {answer.name!r} is a tool's name: give the schema "
-                "another title"
-            )
-        return answer
+        answer = output.of_run(config, None)
+        stored = (state or {}).get("answer_schema")
+        if answer is None and stored is not None and not new_turn:
+            answer = output.of_run({"configurable": {output.RUN_KEY: stored}}, None)
+        answer = answer or self.response_format
+        return output.unclashed(answer, self.tools_by_name) if answer is not None else None
 
     def call_model(
         self, state: FerryState, config: RunnableConfig, runtime: Runtime[RunContext]
@@ -153,13 +158,16 @@ class AgentNodes:
         messages = state.get("messages") or []
         if not messages:
             raise ValueError("the thread has no messages to answer: send a user message first")
-        model = self.answering_model(self.answer_format(config))
+        new_turn = isinstance(messages[-1], HumanMessage)
+        model = self.answering_model(self.answer_format(config, state, new_turn=new_turn))
         # A user message last means a new turn: the previous turn's ending no longer holds.
-        update: dict[str, Any] = (
-            {"stop_reason": None} if isinstance(messages[-1], HumanMessage) else {}
-        )
-        if update and state.get("structured_response") is not None:
+        update: dict[str, Any] = {"stop_reason": None} if new_turn else {}
+        if new_turn and state.get("structured_response") is not None:
             update["structured_response"] = None
+        sent = output.of_run(config, None)
+        kept = sent.json_schema if sent is not None else None
+        if (new_turn or sent is not None) and state.get("answer_schema") != kept:
+            update["answer_schema"] = kept  # the turn's, for its resumes
         if state.get(releases.RELEASED):  # spent: nothing released before releases after
             update[releases.RELEASED] = ""
         ids = run_ids(config, runtime)
@@ -362,7 +370,7 @@ class AgentNodes:
         """Decide: answer, stop on a guard, or run the requested calls minus refused ones."""
         reply = state["messages"][-1]
         ids = run_ids(config, runtime)
-        answer = self.answer_format(config)
+        answer = self.answer_format(config, state)
         if not isinstance(reply, AIMessage) or not all_calls(reply):
             if answer is not None and isinstance(reply, AIMessage) and not state.get("stop_reason"):
                 return _answered_in_words(reply, answer, ids)
@@ -421,7 +429,7 @@ class AgentNodes:
             return None, []
         if len(all_calls(reply)) > 1:
             alone = f"Not accepted: call {answer.name} alone, once the other calls are answered."
-            return None, [output.answer_result(error_result(c, alone)) for c in mine]
+            return None, [output.answer_result(error_result(c, alone), "not_alone") for c in mine]
         call = mine[0]
         try:
             value = answer.validate(call["args"])
@@ -431,11 +439,11 @@ class AgentNodes:
                     call,
                     f"Not accepted: the answer does not match the schema: {exc}. "
                     f"Call {answer.name} again with the answer corrected.",
-                )
+                ),
+                "invalid",
             )
             tries = 1 + sum(
-                output.is_answer(m) and getattr(m, "status", None) == "error"
-                for m in messages[turn_start(messages) :]
+                output.is_answer(m, "invalid") for m in messages[turn_start(messages) :]
             )
             emit("answer does not match the schema", ids, "invalid_output", tries=tries)
             if tries > self.settings.output_retries:
@@ -449,7 +457,8 @@ class AgentNodes:
                 tool_call_id=call["id"] or "",
                 name=answer.name,
                 id=str(uuid.uuid4()),
-            )
+            ),
+            "accepted",
         )
         return {"messages": [accepted], "structured_response": value, "stop_reason": "answered"}, []
 

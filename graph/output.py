@@ -20,9 +20,9 @@ import dataclasses
 import functools
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import BaseMessage, ToolMessage
 from pydantic import BaseModel, PydanticUserError, TypeAdapter, ValidationError
@@ -40,6 +40,8 @@ ANSWER_MARK = "ferry_answer"
 _TOOL_NAME = re.compile(r"[^a-zA-Z0-9_-]")
 _MAX_ERRORS = 5
 _MAX_SCHEMA_CHARS = 100_000
+_MAX_DEPTH = 64
+"""Deeper than any schema a person writes; deep enough nesting overflows a recursive walk."""
 
 
 class InvalidAnswer(ValueError):
@@ -78,15 +80,33 @@ class ResponseFormat:
         return self.validate(data)
 
 
-def answer_result(result: ToolMessage) -> ToolMessage:
-    """`result`, marked as the answer tool's: a report counts it as the answer, not a tool call."""
-    result.response_metadata[ANSWER_MARK] = True
+AnswerVerdict = Literal["accepted", "invalid", "not_alone"]
+
+
+def answer_result(result: ToolMessage, verdict: AnswerVerdict) -> ToolMessage:
+    """`result`, marked as the answer tool's, with what was decided.
+
+    A report counts it as the answer, not a tool call; only `invalid` answers spend
+    `FERRY_OUTPUT_RETRIES`.
+    """
+    result.response_metadata[ANSWER_MARK] = verdict
     return result
 
 
-def is_answer(message: BaseMessage) -> bool:
-    """Whether `message` is a result `answer_result` marked."""
-    return isinstance(message, ToolMessage) and bool(message.response_metadata.get(ANSWER_MARK))
+def is_answer(message: BaseMessage, verdict: AnswerVerdict | None = None) -> bool:
+    """Whether `message` is a result `answer_result` marked (with `verdict`, if given)."""
+    if not isinstance(message, ToolMessage):
+        return False
+    marked = message.response_metadata.get(ANSWER_MARK)
+    return bool(marked) and (verdict is None or marked == verdict)
+
+
+def unclashed(answer: ResponseFormat, taken: Collection[str]) -> ResponseFormat:
+    """`answer` with a name no tool has: a schema titled like a tool gets `_answer` added."""
+    name = answer.name
+    while name in taken:
+        name = f"{name[:57]}_answer"
+    return answer if name == answer.name else dataclasses.replace(answer, name=name)
 
 
 def response_format(schema: Any) -> ResponseFormat:
@@ -158,21 +178,24 @@ def _from_json_schema(text: str) -> ResponseFormat:
         raise ConfigError(f"the answer schema is over {_MAX_SCHEMA_CHARS} characters")
     try:
         schema = json.loads(text)
-    except ValueError as exc:
+        if _depth(schema) > _MAX_DEPTH:
+            raise RecursionError
+        _check_schema(schema)
+        validator = jsonschema_rs.validator_for(
+            schema,
+            retriever=_not_fetched,
+            pattern_options=jsonschema_rs.RegexOptions(),
+            validate_formats=True,  # an answer's "date-time" is one, as pydantic's is
+        )
+    except RecursionError:
+        raise ConfigError(f"the answer schema nests deeper than {_MAX_DEPTH} levels") from None
+    except jsonschema_rs.ValidationError as exc:  # (a ValueError: caught first)
+        reason = exc.message.splitlines()[0]
+        raise ConfigError(f"the answer schema cannot be used: {reason}") from None
+    except ValueError as exc:  # not JSON
         raise ConfigError(f"the answer schema is not JSON: {exc}") from None
     if not isinstance(schema, dict):
         raise ConfigError("the answer schema must be a JSON object")
-    try:
-        jsonschema_rs.meta.validate(schema)
-    except jsonschema_rs.ValidationError as exc:
-        raise ConfigError(f"the answer schema is not a valid JSON schema: {exc.message}") from None
-    try:
-        validator = jsonschema_rs.validator_for(
-            schema, retriever=_not_fetched, pattern_options=jsonschema_rs.RegexOptions()
-        )
-    except jsonschema_rs.ValidationError as exc:
-        reason = exc.message.splitlines()[0]
-        raise ConfigError(f"the answer schema cannot be used: {reason}") from None
 
     def validate(data: Any) -> Any:
         errors = sorted(validator.iter_errors(data), key=lambda e: list(e.instance_path))
@@ -191,6 +214,26 @@ def _from_json_schema(text: str) -> ResponseFormat:
         description if isinstance(description, str) else "",
         validate,
     )
+
+
+def _check_schema(schema: Any) -> None:
+    """Whether `schema` is valid JSON Schema (its own meta-schema says); ConfigError if not."""
+    import jsonschema_rs
+
+    try:
+        jsonschema_rs.meta.validate(schema)
+    except jsonschema_rs.ValidationError as exc:
+        reason = exc.message.splitlines()[0]
+        raise ConfigError(f"the answer schema is not a valid JSON schema: {reason}") from None
+
+
+def _depth(value: Any) -> int:
+    """How deep objects and lists nest in `value` (1 for a scalar)."""
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 1
 
 
 def _not_fetched(uri: str) -> Any:

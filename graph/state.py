@@ -313,6 +313,9 @@ class FerryState(TypedDict, total=False):
     structured_response: Any
     """The turn's answer in the run's answer schema (graph/output.py), as plain JSON; None
     without a schema, or while the turn runs."""
+    answer_schema: dict[str, Any] | None
+    """The JSON schema a run sent for its turn's answer (`configurable["response_format"]`),
+    kept with the turn so that resuming it answers in the same schema."""
     released_calls: str
     """Marks of the calls `check` last let run, space-separated, keyed and spent at the next
     model call; `execute_tool` runs no other (graph.policy.releases)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import re
 import sys
 from collections.abc import Iterable
 from difflib import get_close_matches
@@ -36,6 +37,9 @@ def tool_specs(specs: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p.strip() for p in parts if p.strip()))  # in order, once each
 
 
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
 @functools.cache
 def load_user_tools(specs: tuple[str, ...], reserved: frozenset[str]) -> tuple[BaseTool, ...]:
     """The tools each `module:ATTR` names, in order.
@@ -52,6 +56,12 @@ def load_user_tools(specs: tuple[str, ...], reserved: frozenset[str]) -> tuple[B
     owner: dict[str, str] = {}
     for spec in specs:
         for tool in _tools_of(spec):
+            if not _TOOL_NAME.fullmatch(tool.name):  # what providers take (OpenAI's rule)
+                raise UserToolsError(
+                    spec,
+                    f"tool name {tool.name!r} is not 1 to 64 letters, digits, _ or -, which "
+                    "model providers require",
+                )
             if tool.name in reserved:
                 raise UserToolsError(
                     spec,
@@ -100,10 +110,17 @@ def _tools_of(spec: str) -> list[BaseTool]:
 
 
 def _import(spec: str, module_name: str) -> ModuleType:
-    """Import the module, the working folder searched last; a one-line reason if it fails."""
+    """Import the module, the working folder searched last; a one-line reason if it fails.
+
+    The folder joins the path only when the module is there (`tickets.py`, or a `tickets/`
+    package): whatever else a folder holds (an `h2.py` that a library imports if present)
+    is not imported because `--tools` named a module installed elsewhere.
+    """
     here = str(Path.cwd())
-    if here not in sys.path and "" not in sys.path:
-        sys.path.append(here)
+    top = module_name.split(".")[0]
+    if (Path(here) / f"{top}.py").is_file() or (Path(here) / top / "__init__.py").is_file():
+        if here not in sys.path and "" not in sys.path:
+            sys.path.append(here)
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -114,7 +131,7 @@ def _import(spec: str, module_name: str) -> ModuleType:
                 "Python path",
             ) from None
         raise UserToolsError(spec, f"importing {module_name} failed: {_one_line(exc)}") from None
-    except Exception as exc:  # noqa: BLE001 - whatever the module raises, one line naming it
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever it raises, in one line
         raise UserToolsError(spec, f"importing {module_name} failed: {_one_line(exc)}") from None
 
 

@@ -204,7 +204,8 @@ def run_to_stop(
     if schema is not None:
         from graph.output import RUN_KEY
 
-        config["configurable"][RUN_KEY] = schema
+        # As an object: LangGraph copies a run's text settings into every checkpoint's metadata.
+        config["configurable"][RUN_KEY] = json.loads(schema)
     progress = Progress(out=None if as_json or schema is not None else sys.stdout)
     # The invocation is what the thread stores beyond this: its report is read from there.
     before = message_ids(resumed_from if resumed_from is not None else graph.get_state(config))
@@ -264,6 +265,12 @@ def answer_schema(args: argparse.Namespace) -> str | None:
     return text
 
 
+def turn_schema(state: Any) -> str | None:
+    """The answer schema the thread's turn began with (a resume answers in it), as JSON text."""
+    stored = (getattr(state, "values", None) or {}).get("answer_schema")
+    return json.dumps(stored) if stored is not None else None
+
+
 def schema_outcome(report: dict[str, Any], as_json: bool) -> int:
     """With `--schema`: the answer in it on stdout as JSON (`--json` has it as `output`).
 
@@ -297,9 +304,19 @@ def stdin_is_piped() -> bool:
 
 
 def _read_stdin() -> str:
-    """All of stdin, up to the limit; a usage error past it (nothing stored, no model call)."""
+    """All of stdin, up to the limit; a usage error past it (nothing stored, no model call).
+
+    Decoded here, strictly: Python's own stdin may pass bytes that are not UTF-8 through as
+    lone surrogates (`surrogateescape`), which would be stored and fail when printed.
+    """
+    stream = getattr(sys.stdin, "buffer", None)
+    most = PIPED_INPUT_LIMIT_CHARS + 1
     try:
-        text = sys.stdin.read(PIPED_INPUT_LIMIT_CHARS + 1)
+        if stream is None:  # a text stream a caller put in its place
+            text = sys.stdin.read(most)
+        else:  # a character is 4 bytes at most: that many bytes are too many characters
+            raw = stream.read(4 * most)
+            text = "x" * most if len(raw) == 4 * most else raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UsageError(f"stdin is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     if len(text) > PIPED_INPUT_LIMIT_CHARS:
@@ -439,6 +456,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     refuse_without_database(args)
     with open_graph(args, need_model=True) as graph:
         state = existing_state(graph, args.thread)
+        args.schema = args.schema or turn_schema(state)
         refuse_missing_tools(args, state)
         if args.approve or args.reject is not None:
             pending = pending_approvals_of(state)

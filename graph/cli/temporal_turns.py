@@ -21,6 +21,7 @@ from graph.cli.agent import (
     question_of,
     resume_all,
     schema_outcome,
+    turn_schema,
 )
 from graph.cli.temporal_runtime import (
     client_of,
@@ -230,9 +231,10 @@ def resume(args: argparse.Namespace) -> int:
     from graph.temporal import decide, running_turn
 
     settings = settings_of(args)
-    replies = None if args.json or args.schema else Replies()
     with thread_graph(args) as graph:
         state = existing_state(graph, args.thread)
+        args.schema = args.schema or turn_schema(state)
+        replies = None if args.json or args.schema else Replies()
 
         async def turn() -> dict[str, Any] | None:
             client = await client_of(settings)

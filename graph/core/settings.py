@@ -11,7 +11,7 @@ from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from graph.core.hitl import ALL_DECISIONS, DEFAULT_DECISIONS, DecisionType
 from tools.settings import ToolSettings, default_user, is_system_root
@@ -25,7 +25,7 @@ class ConfigError(Exception):
 class ModelPrice(BaseModel):
     """What a model costs, in US dollars per million tokens (`FERRY_PRICES`)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a cost is a number
 
     input_mtok: float = Field(ge=0)
     output_mtok: float = Field(ge=0)
@@ -251,5 +251,11 @@ def get_settings() -> Settings:
         return Settings()
     except ValidationError as exc:
         error = exc.errors()[0]
-        name = "FERRY_" + "_".join(str(part) for part in error["loc"]).upper()
-        raise ConfigError(f"{name}: {error['msg']} (got {error.get('input')!r})") from exc
+        variable, *within = (str(part) for part in error["loc"])
+        where = f" at {'.'.join(within)}" if within else ""  # inside a JSON setting's value
+        raise ConfigError(
+            f"FERRY_{variable.upper()}{where}: {error['msg']} (got {error.get('input')!r})"
+        ) from exc
+    except SettingsError as exc:  # a JSON setting that does not parse
+        field = str(exc).partition('field "')[2].partition('"')[0]
+        raise ConfigError(f"FERRY_{field.upper()}: not valid JSON ({exc.__cause__})") from exc

@@ -94,7 +94,9 @@ def markdown_answer(parts: list[str]) -> str:
     return "\n".join(f"- {part}" for part in parts)
 
 
-def filled(schema: dict[str, Any], text: str, root: dict[str, Any] | None = None) -> Any:
+def filled(
+    schema: dict[str, Any], text: str, root: dict[str, Any] | None = None, depth: int = 0
+) -> Any:
     """A value of `schema` made from an answer's `text`, the same every time.
 
     Strings get the text (cut to their `maxLength`), numbers its first number (else 0, within
@@ -102,26 +104,28 @@ def filled(schema: dict[str, Any], text: str, root: dict[str, Any] | None = None
     to see an answer schema work end to end offline.
     """
     root = root or schema
+    if depth > 32:  # a schema that refers to itself: stop somewhere
+        return None
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/"):
         target: Any = root
         for part in ref[2:].split("/"):
             target = target.get(part, {}) if isinstance(target, dict) else {}
-        return filled(target, text, root)
+        return filled(target, text, root, depth + 1)
     if "const" in schema:
         return schema["const"]
     if schema.get("enum"):
         return schema["enum"][0]
     for key in ("anyOf", "oneOf", "allOf"):
         if schema.get(key):
-            return filled(schema[key][0], text, root)
+            return filled(schema[key][0], text, root, depth + 1)
     kind = schema.get("type", "string")
     kind = kind[0] if isinstance(kind, list) and kind else kind
     if kind == "object":
         properties = schema.get("properties") or {}
-        return {name: filled(part, text, root) for name, part in properties.items()}
+        return {name: filled(part, text, root, depth + 1) for name, part in properties.items()}
     if kind == "array":
-        return [filled(schema.get("items") or {}, text, root)]
+        return [filled(schema.get("items") or {}, text, root, depth + 1)]
     if kind in ("number", "integer"):
         result = re.search(r"=\s*(-?\d+(?:\.\d+)?)", text)  # a calculation's, else the first
         number = float(result.group(1) if result else first_number(text) or 0)

@@ -72,14 +72,19 @@ def _table_price(
         cache_read_tokens=read,
         cache_write_tokens=written,
     )
-    try:
-        return float(calc_price(usage, name, provider_id=provider).total_price)
-    except LookupError:
-        try:  # the provider LangChain named may not be the table's (a compatible server)
-            return float(calc_price(usage, name).total_price)
+    # The provider LangChain named may not be the table's (an OpenAI-compatible server).
+    for provider_id in dict.fromkeys([provider, None]):
+        try:
+            return float(calc_price(usage, name, provider_id=provider_id).total_price)
         except LookupError:
-            _unpriced(name)
+            continue
+        except ValueError as exc:  # usage it will not price (more cached tokens than input)
+            log.warning(
+                "a reply of %s cannot be priced: %s", name, exc, extra={"event": "unpriced_reply"}
+            )
             return None
+    _unpriced(name)
+    return None
 
 
 @functools.cache

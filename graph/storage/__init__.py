@@ -139,7 +139,7 @@ def open_file(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def sqlite_saver(path: Path, *, fold: Fold | None = None) -> FerrySaver:
+def sqlite_saver(path: Path | str, *, fold: Fold | None = None) -> FerrySaver:
     """A saver on `path` whose connection lives as long as the process.
 
     `fold` is the `messages` reducer; by default Ferry's, which `graph` hands storage as it is
@@ -147,7 +147,7 @@ def sqlite_saver(path: Path, *, fold: Fold | None = None) -> FerrySaver:
     """
     from graph.storage.sqlite.saver import FerrySaver
 
-    return FerrySaver(open_file(path), fold=fold)
+    return FerrySaver(open_file(Path(path)), fold=fold)
 
 
 if TYPE_CHECKING:

@@ -12,6 +12,7 @@ its start record.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import TYPE_CHECKING, Any, cast
@@ -139,7 +140,7 @@ def advance(
     """
     config = step_config(step.thread_id, lease_wait_s)
     if step.response_format is not None:  # the turn's answer schema (graph/output.py)
-        config["configurable"][RUN_KEY] = step.response_format
+        config["configurable"][RUN_KEY] = json.loads(step.response_format)
     since = step.since if step.since is not None else _start_of_turn(graph, step, config)
     graph_input = _first_input(graph, step, config, retried)
     output = output or StepOutput()

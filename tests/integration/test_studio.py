@@ -306,7 +306,7 @@ def test_studio_shows_the_schemas_and_decides_approvals_in_langchains_format(
         ]  # fmt: skip
         assert list(schemas["state_schema"]["properties"]) == [
             "messages", "stop_reason", "tool_failures", "summary", "structured_response",
-            "released_calls",
+            "answer_schema", "released_calls",
         ]  # fmt: skip
         assert schemas["context_schema"] is None  # no settings: the run id is not one
 

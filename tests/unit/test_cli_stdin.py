@@ -226,3 +226,17 @@ def test_chat_still_reads_piped_questions_line_by_line(ferry: Ferry, tmp_path: P
     assert out == "`2 + 2` = 4\n`3 * 3` = 9\n"  # piped: the prompts go to stderr
     assert err.count("you> ") == 4
     assert questions(tmp_path) == ["What is 2 + 2?", "What is 3 * 3?"]
+
+
+def test_bytes_that_are_not_utf8_are_a_usage_error_and_nothing_is_stored(
+    ferry: Ferry, tmp_path: Path
+) -> None:
+    # As Python's own stdin is under a C or POSIX locale: undecodable bytes would pass
+    # through as lone surrogates, be stored, and fail when printed.
+    piped = io.TextIOWrapper(io.BytesIO(b"caf\xe9 au lait"), errors="surrogateescape")
+
+    code, out, err = ferry("ask", "summarise this", stdin=piped)
+
+    assert (code, out) == (2, "")
+    assert err == "ferry: stdin is not UTF-8 text (invalid continuation byte at byte 3)\n"
+    assert questions(tmp_path) == []

@@ -81,7 +81,7 @@ def test_prices_come_from_the_environment_as_json(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("FERRY_PRICES", json.dumps({"m": {"input_mtok": 1, "output_mtok": 2}}))
     assert get_settings().prices == {"m": ModelPrice(input_mtok=1, output_mtok=2)}
     monkeypatch.setenv("FERRY_PRICES", json.dumps({"m": {"input": 1}}))
-    with pytest.raises(ConfigError, match=r"^FERRY_PRICES_M_INPUT_MTOK: Field required"):
+    with pytest.raises(ConfigError, match=r"^FERRY_PRICES at m.input_mtok: Field required"):
         get_settings()
 
 
@@ -146,3 +146,20 @@ def test_no_budget_spends_what_the_turn_needs(
     )
     result = graph.invoke({"messages": [("user", "look up")]}, {"configurable": {"thread_id": "c"}})
     assert result["stop_reason"] == "answered"
+
+
+def test_usage_the_table_will_not_price_is_unpriced_not_an_error() -> None:
+    odd = reply("gpt-4.1-mini", 100, 5, cache_read=5_000, model_provider="openai")
+    assert reply_cost(odd, {}) is None  # more cached tokens than input: a server's oddity
+    assert thread_usage([odd], {})["unpriced_calls"] == 1
+
+
+def test_prices_must_be_finite(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FERRY_PRICES", '{"m": {"input_mtok": 1e999, "output_mtok": 1}}')
+    with pytest.raises(
+        ConfigError, match=r"^FERRY_PRICES at m.input_mtok: Input should be a finite"
+    ):
+        get_settings()
+    monkeypatch.setenv("FERRY_PRICES", "nonsense")
+    with pytest.raises(ConfigError, match=r"^FERRY_PRICES: not valid JSON"):
+        get_settings()

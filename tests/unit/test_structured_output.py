@@ -215,13 +215,20 @@ def test_schemas_of_every_kind_validate_to_plain_json() -> None:
         response_format(Point).validate({"x": 1})
 
 
+def _nested(levels: int) -> dict[str, Any]:
+    inner: dict[str, Any] = {}
+    for _ in range(levels):
+        inner = {"allOf": [inner]}
+    return {"properties": {"deep": inner}}
+
+
 @pytest.mark.parametrize(
     ("schema", "says"),
     [
         ({"type": "array"}, 'must describe an object ("type": "object")'),
         ({"type": "object", "properties": {"a": {"type": 5}}}, "not a valid JSON schema"),
         (int, "must be a pydantic model, a TypedDict, a dataclass or a JSON schema"),
-        ({"title": "weather", "type": "object"}, "'weather' is a tool's name"),
+        ({"type": "object"} | _nested(70), "deeper than 64"),
     ],
 )
 def test_a_schema_that_cannot_work_fails_at_build(
@@ -229,6 +236,73 @@ def test_a_schema_that_cannot_work_fails_at_build(
 ) -> None:
     with pytest.raises(ConfigError, match=says.replace("(", r"\(").replace(")", r"\)")):
         agent(scripted([]), saver, schema)
+
+
+def test_a_schema_titled_like_a_tool_gets_an_answer_tool_of_its_own(
+    scripted: Callable[..., ScriptedModel], saver: BaseCheckpointSaver[Any]
+) -> None:
+    model = scripted([tool_call("weather", city="Oslo"), tool_call("weather_answer", city="x")])
+    schema = {"title": "weather", "type": "object", "properties": {"city": {"type": "string"}}}
+    result = run(agent(model, saver, schema), "Oslo?")
+    assert model.bound_tools == ["weather", "weather_answer"]
+    assert result["structured_response"] == {"city": "x"}
+    assert "Oslo: 21 °C" in result["messages"][2].text  # the tool ran as a tool
+
+
+def test_only_invalid_answers_spend_the_retries(
+    scripted: Callable[..., ScriptedModel], saver: BaseCheckpointSaver[Any]
+) -> None:
+    beside = tool_calls(("weather", {"city": "Oslo"}), ("Forecast", {"city": "Oslo", "celsius": 1}))
+    wrong = tool_call("Forecast", city="Oslo")
+    model = scripted([beside, beside, wrong, wrong, tool_call("Forecast", city="Oslo", celsius=2)])
+    result = run(agent(model, saver, Forecast), "Oslo?")  # 2 corrections: still answered
+    assert result["structured_response"] == {"city": "Oslo", "celsius": 2.0}
+
+
+def test_formats_are_checked() -> None:
+    when = response_format(
+        {"type": "object", "properties": {"at": {"type": "string", "format": "date-time"}}}
+    )
+    assert when.validate({"at": "2026-12-06T07:00:00Z"}) == {"at": "2026-12-06T07:00:00Z"}
+    with pytest.raises(ValueError, match='at: "soon" is not a "date-time"'):
+        when.validate({"at": "soon"})
+
+
+def test_a_resumed_turn_answers_in_the_schema_its_run_began_with(
+    scripted: Callable[..., ScriptedModel], saver: BaseCheckpointSaver[Any]
+) -> None:
+    model = scripted([tool_call("weather", city="Oslo"), tool_call("Sum", total=3)])
+    graph = build_graph(
+        model=model,
+        tools=[weather],
+        checkpointer=saver,
+        settings=Settings(approve_tools="weather"),
+    )
+    config = {"configurable": {"thread_id": "r", "response_format": SUM_SCHEMA}}
+    graph.invoke({"messages": [("user", "how many?")]}, config)  # paused for approval
+    stored = graph.get_state({"configurable": {"thread_id": "r"}}).values
+    assert stored["answer_schema"] == SUM_SCHEMA
+
+    # Resumed without the schema: the turn's own applies.
+    from langgraph.types import Command
+
+    resumed = graph.invoke(
+        Command(resume={"decisions": [{"type": "approve"}]}), {"configurable": {"thread_id": "r"}}
+    )
+    assert resumed["structured_response"] == {"total": 3}
+    metadata = [c.metadata for c in graph.get_state_history({"configurable": {"thread_id": "r"}})]
+    assert all("response_format" not in m for m in metadata)  # sent as an object: not copied
+
+
+def test_the_offline_model_fills_a_schema_that_refers_to_itself() -> None:
+    from graph.models.offline import filled
+
+    looped = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/n"}},
+        "$defs": {"n": {"$ref": "#/$defs/n"}},
+    }
+    assert filled(looped, "text") == {"a": None}  # the chain of references stops somewhere
 
 
 def test_a_run_schema_that_cannot_work_fails_the_run_before_the_model(

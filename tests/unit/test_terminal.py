@@ -56,3 +56,10 @@ def test_a_text_log_line_shows_control_characters_escaped() -> None:
         "ferry.mcp", logging.WARNING, __file__, 1, "server said %s", ("\x1b]52;c;eA==\x07",), None
     )
     assert TextFormatter().format(record) == "warning ferry.mcp: server said \\x1b]52;c;eA==\\x07"
+
+
+def test_bidirectional_overrides_are_escaped_and_right_to_left_marks_kept() -> None:
+    title = "invoice_\u202egnp.exe"  # shows as "invoice_exe.png"
+    assert printable(title) == "invoice_\\u202egnp.exe"
+    assert printable_json(json.dumps(title, ensure_ascii=False)) == '"invoice_\\u202egnp.exe"'
+    assert printable("שלום\u200f!") == "שלום\u200f!"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import uuid
 from pathlib import Path
 
@@ -62,3 +63,33 @@ def test_the_offline_planner_calls_a_tool_named_in_the_question(question: str) -
     called = named_call(question, ("create_ticket",))
 
     assert called == Intent("create_ticket", {"title": "printer broken"})
+
+
+def test_the_working_folder_is_searched_only_for_a_module_it_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str
+) -> None:
+    folder = tmp_path / "untrusted"
+    folder.mkdir()
+    (folder / "h2.py").write_text("raise SystemExit('imported from the folder')\n")
+    monkeypatch.chdir(folder)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(folder))])
+
+    load_user_tools((f"{module}:create_ticket",), frozenset())  # installed elsewhere
+
+    assert str(folder) not in sys.path and "" not in sys.path
+
+
+def test_a_module_that_exits_or_names_a_tool_badly_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = f"odd_{uuid.uuid4().hex}"
+    (tmp_path / f"{name}_exits.py").write_text("raise SystemExit(3)\n")
+    (tmp_path / f"{name}_spaced.py").write_text(
+        "from langchain_core.tools import tool\n\n\n"
+        '@tool("get weather")\ndef w(city: str) -> str:\n    """Weather."""\n    return city\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(UserToolsError, match="importing .*_exits failed: SystemExit"):
+        load_user_tools((f"{name}_exits:tools",), frozenset())
+    with pytest.raises(UserToolsError, match="tool name 'get weather' is not 1 to 64 letters"):
+        load_user_tools((f"{name}_spaced:w",), frozenset())

@@ -22,7 +22,7 @@ FERRY_NODES = ("call_model", "check", "execute_tool")
 """The nodes of Ferry's graph (`graph.builder`)."""
 FERRY_CHANNELS = frozenset(
     {"messages", "stop_reason", "tool_failures", "released_calls", "summary"}  # `FerryState`
-    | {"structured_response"}
+    | {"structured_response", "answer_schema"}
     | {f"branch:to:{node}" for node in FERRY_NODES}
 )
 """Every channel of Ferry's graph a checkpoint may have versions for, beside LangGraph's own."""
