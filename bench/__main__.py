@@ -20,6 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from bench.features_cost import features_phase
 from bench.phase import growth_phase, log
 from bench.processes import ferry_ask_startup, ferry_help, ferry_threads, postgres_cold_read
 from bench.report import DEFINITIONS, render
@@ -198,6 +199,8 @@ def run(args: argparse.Namespace, names: list[str], workdir: Path) -> dict[str, 
         )
     for name in conc_names:
         results["systems"][name]["concurrency"] = concurrency_phase(args, name, workdir)
+    log("issue 32's features off, tracing, all on: CPU per model call (bench/features_cost.py)")
+    results["features"] = features_phase(args.pg_python, args.quick)
     log("temporal: kills, throughput by workers, added cost (bench/temporal_scale.py)")
     results["temporal"] = temporal_phase(args.pg_python, args.quick)
     results["meta"]["total_seconds"] = time.monotonic() - started

@@ -23,6 +23,7 @@ import tempfile
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 QUESTION = "What is 150 * 3?"
 CALLS_PER_TURN = 2
@@ -95,6 +96,7 @@ def main() -> None:
     p.add_argument("--turns", type=int, default=200)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--json", action="store_true", help="print the medians as one JSON object")
     p.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--sink", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -117,12 +119,34 @@ def main() -> None:
         receiver.kill()
         receiver.wait()
     medians = {mode: statistics.median(figures[mode]) for mode in MODES}
+    if args.json:
+        print(json.dumps({"cpu_ms_per_call": medians, "runs": figures, "turns": args.turns}))
+        return None
     print(f"| features | CPU ms / model call (median of {args.rounds}) | runs | vs off |")
     print("|---|---|---|---|")
     for mode, value in medians.items():
         runs = ", ".join(f"{v:.2f}" for v in figures[mode])
         change = 100 * (value - medians["off"]) / medians["off"]
         print(f"| {mode} | {value:.2f} | {runs} | {change:+.1f} % |")
+
+
+def features_phase(python: str | None, quick: bool) -> dict[str, Any]:
+    """`make bench`'s figures: this module run by an interpreter with the `otel` extra."""
+    repo = Path(__file__).resolve().parents[1]
+    candidates = [python] if python else [sys.executable, str(repo / ".venv" / "bin" / "python")]
+    for chosen in candidates:
+        probe = [chosen, "-c", "import opentelemetry.exporter.otlp.proto.http, graph"]
+        if Path(chosen).exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+            break
+    else:
+        return {"not_run": "no interpreter with the otel extra (make install has it)"}
+    sizes = ["--turns", "20", "--rounds", "1"] if quick else ["--turns", "100", "--rounds", "3"]
+    cmd = [chosen, "-m", "bench.features_cost", "--json", *sizes]
+    done = subprocess.run(cmd, cwd=repo, capture_output=True, text=True)
+    if done.returncode != 0:
+        return {"not_run": f"bench.features_cost failed (exit {done.returncode})"}
+    figures: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return figures
 
 
 if __name__ == "__main__":

@@ -182,6 +182,13 @@ def _rows(results: dict[str, Any]) -> list[tuple[str, list[Any], str] | str]:
     ask = results.get("ferry_ask") or {}
     ratio = div(ask.get("ask_cpu_s"), ask.get("imports_cpu_s"))
     rows.append(("  `ferry ask` ÷ the imports", [ratio if f else None for f in ferry_only], "x"))
+    features = (results.get("features") or {}).get("cpu_ms_per_call") or {}
+    for mode, label in (
+        ("off", "CPU / model call, offline turns: schema, fallback, cost, tracing off"),
+        ("otel", "  with OpenTelemetry tracing"),
+        ("all", "  with all of them on"),
+    ):
+        rows.append((label, [features.get(mode) if f else None for f in ferry_only], "ms"))
     threads = get(results, "ferry_threads", "threads")
     rows.append(
         (
