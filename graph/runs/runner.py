@@ -177,7 +177,7 @@ class InProcessRunner:
             if index == 0:
                 yield Started()
                 if announce:
-                    yield from _resumed_calls(state, decided=decided)
+                    yield from resumed_calls(state, decided=decided)
             if event is not None:
                 yield event
         self.on_stopped()  # a Ctrl-C from here loses nothing
@@ -235,7 +235,7 @@ class _Lines:
         self.lines.append(Line(line))
 
 
-def _resumed_calls(state: Any, *, decided: bool) -> Iterator[Line]:
+def resumed_calls(state: Any, *, decided: bool) -> Iterator[Line]:
     """The calls a resumed run is about to run, shown as when the model asks for them.
 
     Not those whose results were stored before the interruption (they are replayed), nor,

@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from graph.runs.report import answer_of, pending_approvals_of
-from graph.runs.runner import Event, Finished, Line, Paused, Started, Token
+from graph.runs.runner import Event, Finished, Line, Paused, Started, Token, resumed_calls
 from graph.temporal.client import (
     DEFAULT_ADDRESS,
     TemporalUnreachable,
@@ -84,6 +84,7 @@ class TemporalRunner:
         self._turns: list[Generator[Event, None, None]] = []
         # Threads whose turn a client left running (Ctrl-C in chat): the next waits for it.
         self._left: set[str] = set()
+        self._watched: set[str] = set()  # threads whose turn this runner showed
 
     def __enter__(self) -> TemporalRunner:  # noqa: D105 - a context manager
         return self
@@ -108,7 +109,8 @@ class TemporalRunner:
     ) -> Iterator[Event]:
         """Start the thread's turn: a question, or (None) its unfinished run continued."""
         text = None if question is None else str(question.text)
-        return self._turn(thread_id, lambda: self._started(thread_id, text, schema))
+        announce = False if question is None else None  # a resume shows the calls it runs
+        return self._turn(thread_id, lambda: self._started(thread_id, text, schema), announce)
 
     def attach(self, thread_id: str) -> Iterator[Event] | None:
         """Watch the thread's turn running on Temporal now, or None if none runs."""
@@ -133,7 +135,8 @@ class TemporalRunner:
                 handle = await self._started(thread_id, None, schema, decision=decision)
             return handle
 
-        return self._turn(thread_id, decided)
+        first = thread_id not in self._watched  # else its calls were shown when asked for
+        return self._turn(thread_id, decided, True if first else None)
 
     def last_turn(self, thread_id: str, state: Any) -> Iterator[Event] | None:
         """The end of the thread's last Temporal turn, if the thread ends with its answer.
@@ -205,18 +208,33 @@ class TemporalRunner:
                     await running.result()
 
     def _turn(
-        self, thread_id: str, handle_of: Callable[[], Coroutine[Any, Any, WorkflowHandle[Any, Any]]]
+        self,
+        thread_id: str,
+        handle_of: Callable[[], Coroutine[Any, Any, WorkflowHandle[Any, Any]]],
+        announce: bool | None = None,
     ) -> Iterator[Event]:
-        turn = self._events(thread_id, handle_of)
+        """The events of the turn `handle_of()` starts or finds.
+
+        `announce`: show the calls it is about to run first, as in-process (True: with a
+        decision; False: without one; None: not at all).
+        """
+        turn = self._events(thread_id, handle_of, announce)
         self._turns.append(turn)
         return turn
 
     def _events(
-        self, thread_id: str, handle_of: Callable[[], Coroutine[Any, Any, WorkflowHandle[Any, Any]]]
+        self,
+        thread_id: str,
+        handle_of: Callable[[], Coroutine[Any, Any, WorkflowHandle[Any, Any]]],
+        announce: bool | None,
     ) -> Generator[Event, None, None]:
+        before = None if announce is None else self.graph.get_state(_config(thread_id))
         handle = self._run(handle_of())
         self._left.discard(thread_id)
+        self._watched.add(thread_id)
         yield Started()
+        if before is not None:
+            yield from resumed_calls(before, decided=bool(announce))
         queue: asyncio.Queue[Event] = asyncio.Queue()
         replies = _Replies(queue.put_nowait)
         wait = WaitForServer.of(self.settings, self.say)
