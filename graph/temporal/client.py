@@ -170,7 +170,7 @@ async def connect(
 ) -> Client:
     """A client of the Temporal frontend; one clear line naming the address if unreachable.
 
-    `runtime`: the SDK's thread pool; by default its process-wide one (see graph/cli/temporal.py
+    `runtime`: the SDK's thread pool; by default its process-wide one (see graph/temporal/runner.py
     for why the CLI brings its own).
 
     Raises:
