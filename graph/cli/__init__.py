@@ -17,10 +17,10 @@ from graph.cli.interrupt import (
     exit_now,
     one_interrupt,
     quiet_after_interrupt,
-    runs_abandoned,
     say_if_interrupted_after_stored,
 )
 from graph.cli.parser import build_parser, with_ask
+from graph.runs.background import runs_abandoned
 
 __all__ = ["build_parser", "main"]
 

@@ -20,12 +20,13 @@ from graph.cli.collection import collection_after_loading
 from graph.core.controls import printable, printable_json
 
 if TYPE_CHECKING:
-    from langchain_core.messages import BaseMessage
+    from langchain_core.messages import HumanMessage
     from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import BaseTool
 
     from graph.builder import FerryGraph
     from graph.core.settings import Settings
+    from graph.runs.runner import Event, TurnRunner
     from graph.storage import Saver
 
 
@@ -167,6 +168,65 @@ def resume_all(pending: list[dict[str, Any]], decision: dict[str, Any]) -> dict[
     return {"decisions": [decision] * len(pending)}
 
 
+def on_temporal(args: argparse.Namespace) -> bool:
+    """Whether this command's turns go to Temporal (`--temporal` or FERRY_TEMPORAL_ADDRESS)."""
+    from graph.core.settings import get_settings
+
+    return bool(getattr(args, "temporal", None) or get_settings().temporal_address)
+
+
+def settings_of(args: argparse.Namespace) -> Settings:
+    """The settings, with `--temporal ADDRESS` (and `--tools`) applied; logging configured."""
+    from graph.core.log import configure_logging
+    from graph.core.settings import get_settings
+
+    settings = with_tools_option(get_settings(), args)  # the worker's; ask refuses it (below)
+    if getattr(args, "temporal", None):
+        settings = settings.model_copy(update={"temporal_address": args.temporal})
+    configure_logging(settings)
+    return settings
+
+
+@contextmanager
+def open_runner(args: argparse.Namespace, *, interactive: bool) -> Iterator[TurnRunner]:
+    """The runner of this command's turns: on Temporal when an address is configured.
+
+    `interactive`: a person at the terminal decides paused calls. Either way, once a run has
+    stopped and its outcome is stored, a Ctrl-C is recorded instead of raised (`outcome_stored`).
+    """
+    from graph.cli.interrupt import outcome_stored
+
+    if not on_temporal(args):
+        from graph.runs.runner import InProcessRunner
+
+        with open_graph(args, need_model=True) as graph:
+            yield InProcessRunner(graph, interactive=interactive, on_stopped=outcome_stored)
+        return
+    if getattr(args, "tools", None):
+        raise UsageError(
+            "--tools: on Temporal the workers run the tools, not this command; start them "
+            f"with ferry worker --tools {' --tools '.join(args.tools)} (or FERRY_TOOLS), "
+            "and ask without --tools"
+        )
+    from graph.cli.temporal_runtime import say
+    from graph.temporal.runner import TemporalRunner
+
+    settings = settings_of(args)
+    shown = not getattr(args, "json", False) and getattr(args, "schema", None) is None
+    with (
+        open_graph(args, need_model=False) as graph,  # only to read threads: no model, no tools
+        TemporalRunner(
+            settings,
+            graph,
+            stream=shown,  # only the answer is shown otherwise
+            wait=bool(getattr(args, "wait", False)),
+            say=say,
+            on_stopped=outcome_stored,
+        ) as runner,
+    ):
+        yield runner
+
+
 def _nothing() -> None:
     """Announce nothing."""
 
@@ -176,61 +236,39 @@ def _say(line: str) -> None:
 
 
 def run_to_stop(
-    graph: FerryGraph,
-    graph_input: Any,
+    runner: TurnRunner,
+    events: Iterator[Event],
     thread_id: str,
     as_json: bool,
+    *,
+    interactive: bool,
     note: str | None = None,
-    resumed_from: Any = None,
     schema: str | None = None,
 ) -> int:
-    """Run to the answer, a guard's stop, or a pause for approval, and report it.
+    """Show a turn to its answer, a guard's stop, or a pause for approval, and report it.
 
-    `note` goes to stderr once the run holds its thread (a run refused as busy prints only that).
-    `resumed_from` is the thread's state a resume starts from; its pending calls are announced.
-    With a `schema`, the answer in it is what stdout gets, as JSON, and there being none is a
-    failure (exit 1): a program reading stdout gets the answer or nothing.
+    `note` goes to stderr once the turn holds its thread (a turn refused as busy prints only
+    that). `interactive`: a pause is decided by the person at the terminal, and the turn goes
+    on. With a `schema`, the answer in it is what stdout gets, as JSON, and there being none is
+    a failure (exit 1): a program reading stdout gets the answer or nothing.
     """
-    from langgraph.types import Command
+    from graph.cli.interrupt import interrupt_again
+    from graph.cli.render import Progress, show_turn
+    from graph.runs.runner import Paused
 
-    from graph.cli.cancel import StopCancelledAnswer
-    from graph.cli.interrupt import interrupt_again, outcome_stored
-    from graph.cli.render import Progress, announce_resumed_calls, stream_run
-    from graph.nodes import CAN_APPROVE
-    from graph.runs.report import message_ids, pending_approvals_of, turn_report
-
-    config = thread_config(thread_id)
-    config["callbacks"] = [StopCancelledAnswer()]  # Ctrl-C in chat: the reply is not stored
-    if schema is not None:
-        from graph.output import RUN_KEY
-
-        # As an object: LangGraph copies a run's text settings into every checkpoint's metadata.
-        config["configurable"][RUN_KEY] = json.loads(schema)
     progress = Progress(out=None if as_json or schema is not None else sys.stdout)
-    # The invocation is what the thread stores beyond this: its report is read from there.
-    before = message_ids(resumed_from if resumed_from is not None else graph.get_state(config))
     on_start: Callable[[], None] = functools.partial(_say, note) if note else _nothing
-    if resumed_from is not None:
-        decided = isinstance(graph_input, Command)
-        on_start = functools.partial(
-            announce_resumed_calls, resumed_from, progress, decided=decided
-        )
-    interactive = not as_json and sys.stdin.isatty()
-    # A decision passed with the command is a person's; otherwise only a terminal can give one.
-    config["configurable"][CAN_APPROVE] = interactive or isinstance(graph_input, Command)
     while True:
-        stream_run(graph, graph_input, config, progress, on_start)
-        outcome_stored()  # a Ctrl-C from here loses nothing: said once the command is done
+        stop = show_turn(events, progress, on_start)
         on_start = _nothing  # announced once, before the first run
-        state = graph.get_state(config)
-        pending = pending_approvals_of(state)
-        if not (pending and interactive):
+        if not (isinstance(stop, Paused) and stop.pending and interactive):
             break
         interrupt_again()  # while a person decides, Ctrl-C leaves the run to resume
-        graph_input = Command(resume=ask_decisions(pending))
-    report = turn_report(thread_id, state, before) if as_json or schema is not None else {}
+        events = runner.decide(thread_id, ask_decisions(stop.pending), schema)
+    report = stop.report
     if as_json:
         print_json(report)
+    pending = report.get("pending_approvals") or []
     if pending and not as_json:
         for call in pending:
             line = f"awaiting approval: {call['name']}({json.dumps(call['args'])})"
@@ -369,7 +407,7 @@ def asked(args: argparse.Namespace) -> Question:
     return question
 
 
-def user_message(question: Question) -> BaseMessage:
+def user_message(question: Question) -> HumanMessage:
     """The question as the user message a turn starts with; what was typed kept for the title."""
     from langchain_core.messages import HumanMessage
 
@@ -399,15 +437,26 @@ def pick_thread(graph: FerryGraph, args: argparse.Namespace) -> str | None:
     return None
 
 
+def interactive(args: argparse.Namespace) -> bool:
+    """Whether a person at the terminal decides paused calls (never with `--json`)."""
+    return not getattr(args, "json", False) and sys.stdin.isatty()
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     """Ask one question: a new turn on a new, given or the most recent thread."""
     args.schema = answer_schema(args)
     question = asked(args)
-    with open_graph(args, need_model=True) as graph:
-        note = pick_thread(graph, args)
-        graph_input = {"messages": [user_message(question)]}
+    with open_runner(args, interactive=interactive(args)) as runner:
+        note = pick_thread(runner.graph, args)
+        events = runner.start(args.thread, user_message(question), args.schema)
         return run_to_stop(
-            graph, graph_input, args.thread, args.json, note=note, schema=args.schema
+            runner,
+            events,
+            args.thread,
+            args.json,
+            interactive=interactive(args),
+            note=note,
+            schema=args.schema,
         )
 
 
@@ -447,17 +496,16 @@ def refuse_missing_tools(args: argparse.Namespace, state: Any) -> None:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    """Continue an interrupted or crashed run from its last checkpoint."""
-    from langgraph.types import Command
-
+    """Continue an interrupted or crashed run, watch the one running, or decide its pause."""
     from graph.runs.report import nothing_done, pending_approvals_of
 
     args.schema = answer_schema(args)
     refuse_without_database(args)
-    with open_graph(args, need_model=True) as graph:
-        state = existing_state(graph, args.thread)
+    with open_runner(args, interactive=interactive(args)) as runner:
+        state = existing_state(runner.graph, args.thread)
         args.schema = args.schema or turn_schema(state)
-        refuse_missing_tools(args, state)
+        if not on_temporal(args):  # on Temporal the workers bring their own tools
+            refuse_missing_tools(args, state)
         if args.approve or args.reject is not None:
             pending = pending_approvals_of(state)
             if not pending:
@@ -465,16 +513,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
             decision = (
                 {"type": "approve"} if args.approve else {"type": "reject", "message": args.reject}
             )
-            resume = resume_all(pending, decision)
-            return run_to_stop(
-                graph,
-                Command(resume=resume),
-                args.thread,
-                args.json,
-                resumed_from=state,
-                schema=args.schema,
-            )
-        if not has_unfinished_run(state):
+            events = runner.decide(args.thread, resume_all(pending, decision), args.schema)
+        elif (running := runner.attach(args.thread)) is not None:
+            events = running
+        elif has_unfinished_run(state):
+            events = runner.start(args.thread, None, args.schema)
+        elif (ended := runner.last_turn(args.thread, state)) is not None:
+            events = ended
+        else:
             if args.json:
                 print_json(nothing_done(args.thread, state))
             else:
@@ -483,5 +529,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
                 )
             return 0
         return run_to_stop(
-            graph, None, args.thread, args.json, resumed_from=state, schema=args.schema
+            runner,
+            events,
+            args.thread,
+            args.json,
+            interactive=interactive(args),
+            schema=args.schema,
         )

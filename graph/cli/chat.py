@@ -1,9 +1,10 @@
-"""`ferry chat`: turns on one thread until end of input.
+"""`ferry chat`: turns on one thread until end of input, in-process or on Temporal.
 
-Ctrl-C while an answer runs cancels that answer and brings the prompt back: the run stops at
-its next step boundary (a reply still being written is dropped: graph/cli/cancel.py), and the
-turn stays resumable (`ferry resume`, or ask on: the calls it left are answered as
-interrupted). Ctrl-C at the prompt ends the chat (exit 0).
+Ctrl-C while an answer runs brings the prompt back. In-process it cancels that answer: the run
+stops at its next step boundary (a reply still being written is dropped:
+graph/runs/background.py), and the turn stays resumable (`ferry resume`, or ask on: the calls it
+left are answered as interrupted). On Temporal the answer goes on without its client, and the
+next question waits for it. Ctrl-C at the prompt ends the chat (exit 0).
 """
 
 from __future__ import annotations
@@ -13,32 +14,31 @@ import sys
 import uuid
 from typing import TYPE_CHECKING
 
-from graph.cli.agent import open_graph, pick_thread, run_to_stop
+from graph.cli.agent import open_runner, pick_thread, run_to_stop
 from graph.cli.interrupt import (
     exit_now,
     interrupt_again,
     quiet_after_interrupt,
     quiet_cancelled_runs,
     rearm_interrupt,
-    runs_abandoned,
-    wait_for_cancelled_runs,
 )
+from graph.runs.background import runs_abandoned, wait_for_cancelled_runs
 
 if TYPE_CHECKING:
-    from graph.builder import FerryGraph
+    from graph.runs.runner import TurnRunner
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
     """Talk on one thread until end of input, `exit`, or Ctrl-C at the prompt."""
-    with open_graph(args, need_model=True) as graph:
+    with open_runner(args, interactive=sys.stdin.isatty()) as runner:
         quiet_cancelled_runs("ferry", "openai._base_client")  # the loggers the CLI set up
         if args.thread or args.continue_:
-            pick_thread(graph, args)
+            pick_thread(runner.graph, args)
         else:
             args.thread = str(uuid.uuid4())
         sys.stderr.write(f"thread: {args.thread}  (Ctrl-D to end)\n")
         try:
-            code = _talk(graph, args.thread)
+            code = _talk(runner, args.thread)
         except KeyboardInterrupt:  # just after a cancelled answer: as at the prompt
             code = _left_at_prompt()
         if runs_abandoned():  # a cancelled answer still finishing: not waited for, as in `ask`
@@ -47,7 +47,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         return code
 
 
-def _talk(graph: FerryGraph, thread_id: str) -> int:
+def _talk(runner: TurnRunner, thread_id: str) -> int:
     """Ask each question read at the prompt; the exit code once the person leaves."""
     while True:
         try:
@@ -60,7 +60,7 @@ def _talk(graph: FerryGraph, thread_id: str) -> int:
         if question in ("exit", "quit"):
             return 0
         if question:
-            _answer(graph, question, thread_id)
+            _answer(runner, question, thread_id)
 
 
 def _read_question() -> str:
@@ -78,8 +78,10 @@ def _read_question() -> str:
     return line.strip()
 
 
-def _answer(graph: FerryGraph, question: str, thread_id: str) -> None:
-    """One turn; Ctrl-C cancels it and returns, with the next Ctrl-C armed again."""
+def _answer(runner: TurnRunner, question: str, thread_id: str) -> None:
+    """One turn; Ctrl-C leaves it and returns, with the next Ctrl-C armed again."""
+    from langchain_core.messages import HumanMessage
+
     try:
         wait_for_cancelled_runs(_say_waiting)
     except KeyboardInterrupt:
@@ -87,12 +89,19 @@ def _answer(graph: FerryGraph, question: str, thread_id: str) -> None:
         rearm_interrupt()
         return
     try:
-        run_to_stop(graph, {"messages": [("user", question)]}, thread_id, as_json=False)
+        events = runner.start(thread_id, HumanMessage(question))
+        run_to_stop(runner, events, thread_id, as_json=False, interactive=sys.stdin.isatty())
     except KeyboardInterrupt:
-        _say(
-            f"ferry: answer cancelled; continue it with: ferry resume --thread {thread_id}, "
-            "or ask on"
-        )
+        if runner.leaves_turn_running:
+            _say(
+                "ferry: left the answer running on Temporal; see it with: "
+                f"ferry resume --thread {thread_id}"
+            )
+        else:
+            _say(
+                f"ferry: answer cancelled; continue it with: ferry resume --thread {thread_id}, "
+                "or ask on"
+            )
         rearm_interrupt()  # last: a Ctrl-C from here on is one at the prompt
         return
     interrupt_again()  # one pressed as the answer was stored is one at the prompt

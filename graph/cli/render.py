@@ -1,26 +1,18 @@
-"""Run one invocation of the graph for the CLI: stream it and show its progress.
+"""Show a turn's events as the CLI does: answer tokens on stdout, progress lines on stderr.
 
-What it reports is computed from what it stored (graph/runs/report.py).
+Whichever runner ran the turn (graph/runs/runner.py); what it reports is computed from what it
+stored (graph/runs/report.py).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TextIO, cast
+from typing import TextIO
 
-from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
-from langchain_core.runnables import RunnableConfig
-from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import StreamMode
-
-from graph.cli.interrupt import run_in_background
 from graph.core.controls import printable
-from graph.core.messages import unanswered_calls
-from graph.nodes import RunContext
-from graph.runs.progress import call_line, record_update
-from graph.runs.report import pending_approvals_of
+from graph.runs.runner import Event, Finished, Line, Paused, Started, Token
 
 
 @dataclass
@@ -51,9 +43,6 @@ class Progress:
             self.out.flush()
             self.printed_answer = False
 
-    def reply(self, message: AIMessage) -> None:
-        """Nothing: a reply is printed from its tokens as they arrive (`token`)."""
-
     def note(self, line: str) -> None:
         """Print a progress line (a tool call starting or ending)."""
         if self.err:
@@ -62,59 +51,26 @@ class Progress:
             self.err.flush()
 
 
-def stream_run(
-    graph: CompiledStateGraph[Any, Any, Any, Any],
-    graph_input: Any,
-    config: RunnableConfig,
-    progress: Progress,
-    on_start: Callable[[], None] = lambda: None,
-) -> None:
-    """Run the graph to its next stop, streaming answer tokens and tool progress.
+def show_turn(
+    events: Iterable[Event], progress: Progress, on_start: Callable[[], None] = lambda: None
+) -> Paused | Finished:
+    """Show a turn's events as they come; the one it stopped with (paused or finished).
 
-    `on_start` runs when the first event arrives: the run then holds its thread, so a run
-    refused as busy prints its one line and nothing else.
+    `on_start` runs once the turn holds its thread, so a turn refused as busy prints its one
+    line and nothing else.
     """
-    modes: list[StreamMode] = ["messages", "updates"]  # a list: a tuple is not read as modes
-    # In a thread of its own, so Ctrl-C stops the CLI at once instead of waiting for the run.
-    events = run_in_background(
-        lambda: graph.stream(graph_input, config, stream_mode=modes, context=RunContext())
-    )
-    streaming = None  # the id of the reply whose tokens are being printed
-    for index, event in enumerate(events):
-        if index == 0:
+    reply = None  # the reply whose tokens are being printed
+    for event in events:
+        if isinstance(event, Started):
             on_start()
-        mode, chunk = cast(tuple[str, Any], event)  # with several modes, events are pairs
-        if mode == "messages":
-            message, _meta = chunk
-            if isinstance(message, AIMessageChunk | AIMessage):
-                if streaming not in (None, message.id):
-                    # A second reply in the same model step: the first was cut short, dropped
-                    # and asked for again (graph/nodes.py); say so rather than run them together.
-                    progress.note("(the reply was cut short; asking the model again)")
-                streaming = message.id
-                progress.token(message.text)
-            continue
-        streaming = None
-        if not chunk.get("__metadata__", {}).get("cached"):  # replays of pre-crash results
-            for node, update in chunk.items():
-                record_update(node, update, progress)
-    progress.end_answer()
-
-
-def announce_resumed_calls(state: Any, progress: Progress, *, decided: bool) -> None:
-    """Show the calls a resumed run is about to run, as `ask` shows them when the model asks.
-
-    Not those whose results were stored before the interruption (they are replayed), nor,
-    unless a decision came with the resume, those still awaiting approval.
-    """
-    finished = {
-        message.tool_call_id
-        for task in state.tasks
-        if isinstance(task.result, dict)
-        for message in task.result.get("messages", [])
-        if isinstance(message, ToolMessage)
-    }
-    held = set() if decided else {call["id"] for call in pending_approvals_of(state)}
-    for call in unanswered_calls(state.values.get("messages") or []):
-        if call["id"] not in finished | held:
-            progress.note(call_line(call))
+        elif isinstance(event, Line):
+            progress.note(event.text)
+        elif isinstance(event, Token):
+            if event.reply_id != reply:
+                progress.end_answer()  # a new reply starts on a line of its own
+                reply = event.reply_id
+            progress.token(event.text)
+        else:
+            progress.end_answer()
+            return event
+    raise AssertionError("a turn's events end with Paused or Finished")

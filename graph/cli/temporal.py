@@ -1,32 +1,28 @@
-"""`ferry worker`, `ferry cancel`, and `ask`/`chat`/`resume` handing their turns to Temporal.
+"""`ferry worker`, `ferry cancel`, and `--temporal` for `ask`/`chat`/`resume`.
 
-With `FERRY_TEMPORAL_ADDRESS` set (or `--temporal ADDRESS`), a turn runs on whichever `ferry
-worker` takes it (graph/temporal). The command prints what it prints in-process: progress lines
-on stderr, the answer on stdout (whole, once the turn ends: tokens are not streamed through
-Temporal), the same `--json` object and exit codes. Leaving (Ctrl-C, a kill) leaves the turn
-running; `ferry resume --thread ID` watches it again and `ferry cancel --thread ID` stops it.
+With `FERRY_TEMPORAL_ADDRESS` set (or `--temporal ADDRESS`), `ask`, `chat` and `resume` run
+their turns with the Temporal runner (graph/temporal/runner.py): on whichever `ferry worker`
+takes them, written once against the runner interface, so they print what they print
+in-process: progress lines on stderr, the answer on stdout as it comes, the same `--json`
+object and exit codes. Leaving (Ctrl-C, a kill) leaves the turn running; `ferry resume --thread
+ID` watches it again and `ferry cancel --thread ID` stops it.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 
-from graph.cli.agent import UsageError, UserError
-from graph.cli.temporal_runtime import RUNTIME, client_of, run_on_temporal, say, settings_of
-from graph.cli.temporal_turns import HOOKS
+from graph.cli.agent import UserError, settings_of
+from graph.cli.temporal_runtime import RUNTIME, client_of, run_on_temporal, say
 from graph.cli.tool_call import add_tools_option
 
 
 def add_temporal_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `ferry worker` and `ferry cancel`, and `--temporal` to ask, chat and resume."""
     help_address = "Temporal frontend host:port, overriding FERRY_TEMPORAL_ADDRESS"
-    for name, on_temporal_handler in HOOKS.items():
-        parser = sub.choices[name]
-        parser.add_argument("--temporal", metavar="ADDRESS", help=help_address)
-        in_process = parser.get_default("handler")
-        parser.set_defaults(handler=_routed(in_process, on_temporal_handler))
+    for name in ("ask", "chat", "resume"):  # their turns' runner (graph/cli/agent.py)
+        sub.choices[name].add_argument("--temporal", metavar="ADDRESS", help=help_address)
     worker = sub.add_parser(
         "worker",
         help="Run Ferry's turns for Temporal (start any number, on any hosts).",
@@ -43,34 +39,6 @@ def add_temporal_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     for command in (worker, cancel):
         command.add_argument("--temporal", metavar="ADDRESS", help=help_address)
     add_tools_option(worker)  # the worker runs the turns' tools; ask hands it only the question
-
-
-Handler = Callable[[argparse.Namespace], int]
-
-
-def _routed(in_process: Handler, on_temporal_handler: Handler) -> Handler:
-    """A command's handler that hands the turn to Temporal when an address is configured."""
-
-    def handler(args: argparse.Namespace) -> int:
-        if not on_temporal(args):
-            return in_process(args)
-        if args.tools:
-            raise UsageError(
-                "--tools: on Temporal the workers run the tools, not this command; start them "
-                f"with ferry worker --tools {' --tools '.join(args.tools)} (or FERRY_TOOLS), "
-                "and ask without --tools"
-            )
-        return on_temporal_handler(args)
-
-    handler.__doc__ = in_process.__doc__
-    return handler
-
-
-def on_temporal(args: argparse.Namespace) -> bool:
-    """Whether this command's turns go to Temporal (`--temporal` or FERRY_TEMPORAL_ADDRESS)."""
-    from graph.core.settings import get_settings
-
-    return bool(getattr(args, "temporal", None) or get_settings().temporal_address)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

@@ -129,8 +129,8 @@ def cmd_tool_call(args: argparse.Namespace) -> int:
 
 def _run(graph: FerryGraph, graph_input: Any, config: Any) -> bool:
     """Run the graph to its next stop; whether `execute_tool` ran (the tool was called)."""
-    from graph.cli.interrupt import run_in_background
     from graph.core.run import RunContext
+    from graph.runs.background import run_in_background
 
     ran = False
     # In a thread of its own, as `ask` runs: Ctrl-C stops the CLI at once, not at the timeout.

@@ -48,7 +48,7 @@ surviving any worker's death; with real models (seconds a call) it is a few perc
 
 Python: `report = await run_turn(await connect(), thread_id, "question")`, the object
 `ferry ask --json` prints. CLI: `ferry worker`, `ferry cancel`, and `ask`/`chat`/`resume` with
-`FERRY_TEMPORAL_ADDRESS` or `--temporal ADDRESS` (graph/cli/temporal.py).
+`FERRY_TEMPORAL_ADDRESS` or `--temporal ADDRESS`, through `TemporalRunner` (runner.py).
 """
 
 from __future__ import annotations

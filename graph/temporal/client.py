@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import time
 import uuid
@@ -32,7 +33,13 @@ from temporalio.exceptions import (
     WorkflowAlreadyStartedError,
 )
 from temporalio.exceptions import TimeoutError as RunTimedOut
-from temporalio.runtime import Runtime
+from temporalio.runtime import (
+    LogForwardingConfig,
+    LoggingConfig,
+    Runtime,
+    TelemetryConfig,
+    TelemetryFilter,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from graph.core.settings import Settings, get_settings
@@ -142,12 +149,28 @@ class WaitForServer:
         )
 
 
+def quiet_runtime() -> Runtime:
+    """A runtime of the SDK's whose core logs through Python's `temporalio.core` logger.
+
+    The SDK's core writes its own log lines (coloured warnings while a server is away) to
+    stdout unless told otherwise: here they go to Python's `temporalio.core` logger, which
+    Ferry's logging keeps where logs are kept and never shows on a terminal (graph/core/log.py).
+    """
+    forwarding = LogForwardingConfig(logger=logging.getLogger("temporalio.core"))
+    telemetry = TelemetryConfig(
+        logging=LoggingConfig(
+            filter=TelemetryFilter(core_level="WARN", other_level="ERROR"), forwarding=forwarding
+        )
+    )
+    return Runtime(telemetry=telemetry)
+
+
 async def connect(
     settings: Settings | None = None, address: str | None = None, runtime: Runtime | None = None
 ) -> Client:
     """A client of the Temporal frontend; one clear line naming the address if unreachable.
 
-    `runtime`: the SDK's thread pool; by default its process-wide one (see graph/cli/temporal.py
+    `runtime`: the SDK's thread pool; by default its process-wide one (see graph/temporal/runner.py
     for why the CLI brings its own).
 
     Raises:

@@ -19,14 +19,9 @@ import graph.cli.chat as chat_module
 import graph.cli.interrupt as interrupt
 import graph.cli.parser as cli_parser
 from graph.cli.agent import has_unfinished_run
-from graph.cli.interrupt import (
-    one_interrupt,
-    quiet_cancelled_runs,
-    rearm_interrupt,
-    run_in_background,
-    runs_abandoned,
-    wait_for_cancelled_runs,
-)
+from graph.cli.interrupt import one_interrupt, quiet_cancelled_runs, rearm_interrupt
+from graph.runs.background import run_in_background, runs_abandoned, wait_for_cancelled_runs
+from graph.runs.runner import InProcessRunner
 
 
 def test_events_arrive_in_order_from_another_thread() -> None:
@@ -309,11 +304,11 @@ def test_a_second_ctrl_c_while_chat_handles_the_first_is_ignored_and_the_chat_go
 ) -> None:
     asked: list[str] = []
 
-    def answering(
-        _graph: object, graph_input: dict[str, Any], *_args: object, **_kw: object
-    ) -> int:
-        question = graph_input["messages"][0][1]
-        asked.append(question)
+    def starting(_runner: object, _thread_id: str, question: Any, *_args: object) -> Any:
+        asked.append(question.text)
+        return iter(())
+
+    def answering(*_args: object, **_kw: object) -> int:
         if len(asked) == 1:
             signal.raise_signal(signal.SIGINT)  # Ctrl-C while the first answer runs
         return 0
@@ -324,6 +319,7 @@ def test_a_second_ctrl_c_while_chat_handles_the_first_is_ignored_and_the_chat_go
         signal.raise_signal(signal.SIGINT)  # the impatient second press, mid-handling
         said(line, **kwargs)
 
+    monkeypatch.setattr(InProcessRunner, "start", starting)
     monkeypatch.setattr(chat_module, "run_to_stop", answering)
     monkeypatch.setattr(chat_module, "_say", say_pressed_again)
     monkeypatch.setattr(sys, "stdin", io.StringIO("first?\nsecond?\n"))

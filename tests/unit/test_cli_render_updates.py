@@ -1,14 +1,16 @@
-"""The CLI's run reader shows every call of a step, also when LangGraph groups their updates."""
+"""The in-process runner shows every call of a step, also when LangGraph groups their updates."""
 
 from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from graph.cli.render import Progress, stream_run
+from graph.cli.render import Progress, show_turn
+from graph.runs.runner import InProcessRunner
 
 
 class _Streams:
@@ -19,6 +21,9 @@ class _Streams:
 
     def stream(self, *_args: Any, **_kwargs: Any) -> Iterator[tuple[str, Any]]:
         yield from self.events
+
+    def get_state(self, _config: Any) -> Any:
+        return SimpleNamespace(values={}, tasks=(), interrupts=())
 
 
 def test_tool_results_that_finish_together_are_all_reported() -> None:
@@ -36,7 +41,8 @@ def test_tool_results_that_finish_together_are_all_reported() -> None:
     ]
     err = io.StringIO()
 
-    stream_run(_Streams(events), {}, {}, Progress(out=None, err=err))  # type: ignore[arg-type]
+    runner = InProcessRunner(_Streams(events))  # type: ignore[arg-type]
+    show_turn(runner.start("t", None), Progress(out=None, err=err))
 
     assert err.getvalue().splitlines() == [
         '→ calculator(expression="1+1")',
@@ -49,8 +55,6 @@ def test_tool_results_that_finish_together_are_all_reported() -> None:
 def test_the_report_counts_what_the_invocation_stored_whoever_streamed_it() -> None:
     """A step retried after its worker died streams its updates again; the report is read from
     the thread, beyond the messages the invocation started with."""
-    from types import SimpleNamespace
-
     from graph.runs.report import turn_report
 
     call = {"name": "calculator", "args": {"expression": "1+1"}, "id": "a", "type": "tool_call"}
