@@ -24,13 +24,20 @@ TURNS = 80  # 320 messages: a base at 200, then parts of 32 or a little more
 PER_TURN = 4  # question, call, result, answer
 
 
-@pytest.fixture
-def url(postgres_server: PostgresServer) -> str:
-    """A database holding one thread of `TURNS` turns, grown by one process."""
-    url = postgres_server.create_database(f"test_{uuid.uuid4().hex[:12]}")
+@pytest.fixture(scope="module")
+def grown(postgres_server: PostgresServer) -> str:
+    """The name of a database holding one thread of `TURNS` turns, grown by one process."""
+    name = f"grown_{uuid.uuid4().hex[:12]}"
+    url = postgres_server.create_database(name)
     with open_postgres_saver(url) as saver:
         run(scripted_agent(saver, range(TURNS)), range(TURNS))
-    return url
+    return name
+
+
+@pytest.fixture
+def url(postgres_server: PostgresServer, grown: str) -> str:
+    """A copy of `grown` of the test's own (Postgres copies a database in milliseconds)."""
+    return postgres_server.create_database(f"test_{uuid.uuid4().hex[:12]}", template=grown)
 
 
 def _rows(url: str, sql: str) -> list[tuple[Any, ...]]:

@@ -144,8 +144,11 @@ class PostgresServer:
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
 
-    def create_database(self, name: str) -> str:
-        """Create an empty database; return its URL."""
+    def create_database(self, name: str, template: str | None = None) -> str:
+        """Create a database, empty or a copy of `template` (no one connected to it); its URL."""
+        statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+        if template is not None:
+            statement += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            conn.execute(statement)
         return self.url(name)
