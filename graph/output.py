@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import json
 import re
 from collections.abc import Callable, Collection, Mapping
@@ -103,10 +104,11 @@ def is_answer(message: BaseMessage, verdict: AnswerVerdict | None = None) -> boo
 
 def unclashed(answer: ResponseFormat, taken: Collection[str]) -> ResponseFormat:
     """`answer` with a name no tool has: a schema titled like a tool gets `_answer` added."""
-    name = answer.name
-    while name in taken:
-        name = f"{name[:57]}_answer"
-    return answer if name == answer.name else dataclasses.replace(answer, name=name)
+    if answer.name not in taken:
+        return answer
+    suffixes = (f"_answer{n or ''}" for n in itertools.count())
+    name = next(n for s in suffixes if (n := answer.name[: 64 - len(s)] + s) not in taken)
+    return dataclasses.replace(answer, name=name)
 
 
 def response_format(schema: Any) -> ResponseFormat:
