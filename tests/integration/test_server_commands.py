@@ -44,23 +44,31 @@ def _secret_folder(tmp_path: Path) -> dict[str, str]:
     )
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[SyncLangGraphClient, str]]:
-    """`langgraph dev` and a thread whose approval-gated read the user rejected."""
-    env = _secret_folder(tmp_path)
+@pytest.fixture(scope="module")
+def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SyncLangGraphClient]:
+    """`langgraph dev` for the module's tests (each on a thread of its own)."""
+    folder = tmp_path_factory.mktemp("server")
+    env = _secret_folder(folder)
     # logged with a traceback by the server
     refused = (
         "graph.provenance.ClientCommandError",
         "graph.provenance.ClientWriteError",
     )
-    with langgraph_dev(tmp_path, env, expected_errors=refused) as client:
-        thread_id = client.threads.create()["thread_id"]
-        question = {"messages": [{"role": "user", "content": "read notes.txt"}]}
-        client.runs.wait(thread_id, "agent", input=question)
-        assert client.threads.get_state(thread_id)["next"] == ["check"]
-        rejected = HITLResponse(decisions=[RejectDecision(type="reject", message="private")])
-        client.runs.wait(thread_id, "agent", command={"resume": rejected})
-        yield client, thread_id
+    with langgraph_dev(folder, env, expected_errors=refused) as client:
+        yield client
+
+
+@pytest.fixture
+def server(dev_server: SyncLangGraphClient) -> tuple[SyncLangGraphClient, str]:
+    """The server and a new thread whose approval-gated read the user rejected."""
+    client = dev_server
+    thread_id = client.threads.create()["thread_id"]
+    question = {"messages": [{"role": "user", "content": "read notes.txt"}]}
+    client.runs.wait(thread_id, "agent", input=question)
+    assert client.threads.get_state(thread_id)["next"] == ["check"]
+    rejected = HITLResponse(decisions=[RejectDecision(type="reject", message="private")])
+    client.runs.wait(thread_id, "agent", command={"resume": rejected})
+    return client, thread_id
 
 
 def _refusal(request: Callable[[], Any]) -> tuple[int, str] | None:
