@@ -132,13 +132,11 @@ def main() -> None:
 
 def features_phase(python: str | None, quick: bool) -> dict[str, Any]:
     """`make bench`'s figures: this module run by an interpreter with the `otel` extra."""
+    from bench.processes import interpreter_with
+
     repo = Path(__file__).resolve().parents[1]
-    candidates = [python] if python else [sys.executable, str(repo / ".venv" / "bin" / "python")]
-    for chosen in candidates:
-        probe = [chosen, "-c", "import opentelemetry.exporter.otlp.proto.http, graph"]
-        if Path(chosen).exists() and subprocess.run(probe, capture_output=True).returncode == 0:
-            break
-    else:
+    chosen = interpreter_with(python, "opentelemetry.exporter.otlp.proto.http, graph")
+    if chosen is None:
         return {"not_run": "no interpreter with the otel extra (make install has it)"}
     sizes = ["--turns", "20", "--rounds", "1"] if quick else ["--turns", "100", "--rounds", "3"]
     cmd = [chosen, "-m", "bench.features_cost", "--json", *sizes]

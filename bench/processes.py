@@ -21,6 +21,17 @@ from bench.tools import fetch_blob
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def interpreter_with(python: str | None, imports: str) -> str | None:
+    """`python`, or this interpreter, or `make test`'s `.venv`'s: the first that `imports`."""
+    repo = Path(__file__).resolve().parents[1]
+    candidates = [python] if python else [sys.executable, str(repo / ".venv" / "bin" / "python")]
+    for chosen in candidates:
+        probe = [chosen, "-c", f"import {imports}"]
+        if Path(chosen).exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+            return chosen
+    return None
+
+
 def bench_env(**extra: str) -> dict[str, str]:
     """This environment without FERRY_* settings, with `bench` importable from the repository."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FERRY_")}

@@ -535,12 +535,10 @@ if __name__ == "__main__":
 
 def temporal_phase(python: str | None, quick: bool) -> dict[str, Any]:
     """`make bench`'s Temporal figures: this module run by an interpreter with the extra."""
-    candidates = [python] if python else [sys.executable, str(REPO / ".venv" / "bin" / "python")]
-    for chosen in candidates:
-        probe = [chosen, "-c", "import temporalio, graph.temporal"]
-        if Path(chosen).exists() and subprocess.run(probe, capture_output=True).returncode == 0:
-            break
-    else:
+    from bench.processes import interpreter_with
+
+    chosen = interpreter_with(python, "temporalio, graph.temporal")
+    if chosen is None:
         return {"not_run": "no interpreter with the temporal extra (make install has it)"}
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "temporal.json"

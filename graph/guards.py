@@ -77,10 +77,9 @@ def budget_exceeded(
 
 def turn_cost(messages: Sequence[AnyMessage], settings: Settings) -> float:
     """What the current turn's replies cost in US dollars (those without a price: nothing)."""
-    from graph.models.prices import reply_cost  # its price table only where a budget is set
+    from graph.models.prices import cost_of  # its price table only where a budget is set
 
-    costs = [reply_cost(m, settings.prices) for m in _turn_replies(messages)]
-    return sum(cost for cost in costs if cost is not None)
+    return cost_of(_turn_replies(messages), settings.prices)[0]
 
 
 def _turn_replies(messages: Sequence[AnyMessage]) -> list[AIMessage]:

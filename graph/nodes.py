@@ -130,18 +130,15 @@ class AgentNodes:
         return bound[1]
 
     def answer_format(
-        self, config: RunnableConfig, state: FerryState | None = None, *, new_turn: bool = False
+        self, sent: output.ResponseFormat | None, state: FerryState, *, new_turn: bool = False
     ) -> output.ResponseFormat | None:
-        """The turn's answer schema: the run's, else the one its turn began with, else the graph's.
+        """The turn's answer schema: the run's (`sent`), else its turn's first, else the graph's.
 
         A turn keeps the schema a run sent when it began (`answer_schema`), so a resume answers
         in it without being sent it again. Its answer tool never takes a tool's name.
-
-        Raises:
-            ConfigError: the run's schema is not a JSON schema of an object.
         """
-        answer = output.of_run(config, None)
-        stored = (state or {}).get("answer_schema")
+        answer = sent
+        stored = state.get("answer_schema")
         if answer is None and stored is not None and not new_turn:
             answer = output.of_run({"configurable": {output.RUN_KEY: stored}}, None)
         answer = answer or self.response_format
@@ -159,12 +156,12 @@ class AgentNodes:
         if not messages:
             raise ValueError("the thread has no messages to answer: send a user message first")
         new_turn = isinstance(messages[-1], HumanMessage)
-        model = self.answering_model(self.answer_format(config, state, new_turn=new_turn))
+        sent = output.of_run(config, None)
+        model = self.answering_model(self.answer_format(sent, state, new_turn=new_turn))
         # A user message last means a new turn: the previous turn's ending no longer holds.
         update: dict[str, Any] = {"stop_reason": None} if new_turn else {}
         if new_turn and state.get("structured_response") is not None:
             update["structured_response"] = None
-        sent = output.of_run(config, None)
         kept = sent.json_schema if sent is not None else None
         if (new_turn or sent is not None) and state.get("answer_schema") != kept:
             update["answer_schema"] = kept  # the turn's, for its resumes
@@ -370,7 +367,7 @@ class AgentNodes:
         """Decide: answer, stop on a guard, or run the requested calls minus refused ones."""
         reply = state["messages"][-1]
         ids = run_ids(config, runtime)
-        answer = self.answer_format(config, state)
+        answer = self.answer_format(output.of_run(config, None), state)
         if not isinstance(reply, AIMessage) or not all_calls(reply):
             if answer is not None and isinstance(reply, AIMessage) and not state.get("stop_reason"):
                 return _answered_in_words(reply, answer, ids)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langchain_core.messages import AIMessage
@@ -43,6 +43,12 @@ def reply_cost(reply: AIMessage, prices: Mapping[str, ModelPrice]) -> float | No
     if custom is not None:
         return _priced(custom, counts)
     return _table_price(name, provider, tuple(counts.values())) if name else None
+
+
+def cost_of(replies: Iterable[AIMessage], prices: Mapping[str, ModelPrice]) -> tuple[float, int]:
+    """What `replies` cost in US dollars, and how many have no price (they count nothing)."""
+    costs = [reply_cost(reply, prices) for reply in replies]
+    return sum(cost for cost in costs if cost is not None), costs.count(None)
 
 
 def _priced(price: ModelPrice, counts: dict[str, int]) -> float:

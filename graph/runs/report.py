@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from graph.core.hitl import awaiting
 from graph.core.settings import ModelPrice, get_settings
 from graph.guards import token_usage
-from graph.models.prices import reply_cost
+from graph.models.prices import cost_of, reply_cost
 from graph.output import is_answer
 
 
@@ -109,24 +109,26 @@ def thread_usage(
             "cache_read_tokens": int(details.get("cache_read") or 0),
             "cache_creation_tokens": int(details.get("cache_creation") or 0),
         }
-        for key, tokens in counts.items():
-            row[key] += tokens
-            total[key] += tokens
-    for model, row in by_model.items():
-        row.update(_cost([r for r in replies if (_model_of(r) or "unknown") == model], prices))
-    return {**total, **_cost(replies, prices), "by_model": by_model}
+        cost = reply_cost(reply, prices)  # each reply priced once
+        counts["unpriced_calls"] = int(cost is None)
+        for key, amount in {**counts, "cost_usd": cost or 0.0}.items():
+            row[key] += amount
+            total[key] += amount
+    for row in (total, *by_model.values()):
+        row["cost_usd"] = round(row["cost_usd"], 6)
+    return {**total, "by_model": by_model}
 
 
 def _ledger_row() -> dict[str, Any]:
     keys = ("input_tokens", "output_tokens", "total_tokens")
-    return dict.fromkeys((*keys, "cache_read_tokens", "cache_creation_tokens"), 0)
+    row: dict[str, Any] = dict.fromkeys((*keys, "cache_read_tokens", "cache_creation_tokens"), 0)
+    return {**row, "cost_usd": 0.0, "unpriced_calls": 0}
 
 
 def _cost(replies: Sequence[AIMessage], prices: Mapping[str, ModelPrice]) -> dict[str, Any]:
     """What `replies` cost in US dollars, and how many have no price (and count nothing)."""
-    costs = [reply_cost(reply, prices) for reply in replies]
-    priced = sum(cost for cost in costs if cost is not None)
-    return {"cost_usd": round(priced, 6), "unpriced_calls": costs.count(None)}
+    dollars, unpriced = cost_of(replies, prices)
+    return {"cost_usd": round(dollars, 6), "unpriced_calls": unpriced}
 
 
 def _model_of(reply: AIMessage) -> str | None:

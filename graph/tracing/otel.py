@@ -153,49 +153,18 @@ def invocation_span(context: RunContext, turn: Turn) -> Span:
     return tracer().start_span(name, parent, attributes=attributes, links=links)
 
 
-def traced(parts: Iterator[T], context: RunContext, turn: Turn) -> Iterator[T]:
-    """Yield `parts` inside the invocation's span, ended however the stream ends."""
-    span = invocation_span(context, turn)
-    context.span = span
-    try:
-        yield from parts
-    except GeneratorExit:  # the caller stopped reading: not a failure of the run
-        raise
-    except BaseException as exc:
-        failed(span, type(exc).__name__)
-        raise
-    finally:
-        span.end()
-
-
-async def atraced(
-    parts: AsyncGenerator[T, None], context: RunContext, turn: Turn
-) -> AsyncGenerator[T, None]:
-    """Yield `parts` inside the invocation's span, ended however the stream ends."""
-    span = invocation_span(context, turn)
-    context.span = span
-    try:
-        async with aclosing(parts) as stream:
-            async for part in stream:
-                yield part
-    except GeneratorExit:
-        raise
-    except BaseException as exc:
-        failed(span, type(exc).__name__)
-        raise
-    finally:
-        span.end()
-
-
 @contextmanager
-def _child(parent: Any, name: str, attributes: dict[str, Any]) -> Iterator[Span]:
-    """A span inside `parent`, failed with the type of an exception that leaves it."""
-    span = tracer().start_span(
-        name, trace.set_span_in_context(parent, Context()), attributes=attributes
-    )
+def _ended(span: Span) -> Iterator[Span]:
+    """`span` for a block: ended however it ends, failed with the type of what leaves it.
+
+    A reader that stops a stream (`GeneratorExit`) and an interrupt (`GraphBubbleUp`: the call
+    runs again on resume) are no failures.
+    """
     try:
         yield span
-    except GraphBubbleUp:  # an interrupt: the call runs again on resume, nothing failed
+    except GeneratorExit:
+        raise
+    except GraphBubbleUp:
         span.set_attribute("ferry.interrupted", True)
         raise
     except BaseException as exc:
@@ -203,6 +172,30 @@ def _child(parent: Any, name: str, attributes: dict[str, Any]) -> Iterator[Span]
         raise
     finally:
         span.end()
+
+
+def traced(parts: Iterator[T], context: RunContext, turn: Turn) -> Iterator[T]:
+    """Yield `parts` inside the invocation's span, ended however the stream ends."""
+    with _ended(invocation_span(context, turn)) as span:
+        context.span = span
+        yield from parts
+
+
+async def atraced(
+    parts: AsyncGenerator[T, None], context: RunContext, turn: Turn
+) -> AsyncGenerator[T, None]:
+    """Yield `parts` inside the invocation's span, ended however the stream ends."""
+    with _ended(invocation_span(context, turn)) as span:
+        context.span = span
+        async with aclosing(parts) as stream:
+            async for part in stream:
+                yield part
+
+
+def _child(parent: Any, name: str, attributes: dict[str, Any]) -> AbstractContextManager[Span]:
+    """A span inside `parent`, for a block (`_ended`)."""
+    context = trace.set_span_in_context(parent, Context())
+    return _ended(tracer().start_span(name, context, attributes=attributes))
 
 
 def model_span(parent: Any, ids: dict[str, Any]) -> AbstractContextManager[Span]:
