@@ -12,7 +12,7 @@ import atexit
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 def default_store(db: Path, database_url: str | None = None) -> BaseStore:
     """A store for the life of the process on `database_url`, else the SQLite file `db`."""
+    set_up_store(db, database_url)
     if database_url:
         from langgraph.store.postgres import PostgresStore
         from psycopg.rows import dict_row
@@ -38,25 +39,24 @@ def default_store(db: Path, database_url: str | None = None) -> BaseStore:
             name="ferry-store",
         )
         atexit.register(pool.close)
-        store: BaseStore = PostgresStore(pool)  # type: ignore[arg-type]
-    else:
-        from langgraph.store.sqlite import SqliteStore
+        return PostgresStore(pool)  # type: ignore[arg-type]
+    from langgraph.store.sqlite import SqliteStore
 
-        from graph.storage.sqlite.saver import connect
+    from graph.storage.sqlite.saver import connect
 
-        store = SqliteStore(_own_connection(connect(db)))
-    store.setup()  # type: ignore[attr-defined]
-    return store
+    sqlite = SqliteStore(_own_connection(connect(db)))
+    sqlite.setup()  # nothing left to migrate: it only notes that it is set up
+    return sqlite
 
 
 @contextmanager
 def open_store(db: Path, database_url: str | None = None) -> Iterator[BaseStore]:
     """A store for the length of a command, closed afterwards (as `default_store` picks)."""
+    set_up_store(db, database_url)
     if database_url:
         from langgraph.store.postgres import PostgresStore
 
         with PostgresStore.from_conn_string(database_url) as postgres:
-            postgres.setup()
             yield postgres
         return
     from langgraph.store.sqlite import SqliteStore
@@ -66,10 +66,56 @@ def open_store(db: Path, database_url: str | None = None) -> Iterator[BaseStore]
     conn = _own_connection(connect(db))
     try:
         sqlite = SqliteStore(conn)
-        sqlite.setup()
+        sqlite.setup()  # nothing left to migrate: it only notes that it is set up
         yield sqlite
     finally:
         conn.close()
+
+
+def set_up_store(db: Path, database_url: str | None = None) -> None:
+    """Create or migrate the store's tables, one process at a time.
+
+    LangGraph's store setups read the migration they are at, then apply the next ones, each on
+    its own: processes opening a new database at once would apply one twice, and all but one
+    fail (on `store_migrations`' key, or "duplicate column"). Here Postgres's setup runs under
+    Ferry's setup lock, and SQLite's migrations in one write transaction.
+    """
+    if database_url:
+        from langgraph.store.postgres import PostgresStore
+
+        from graph.storage.postgres.saver import connect as connect_postgres
+        from graph.storage.postgres.saver import one_at_a_time
+
+        with connect_postgres(database_url) as postgres:
+            one_at_a_time(postgres, PostgresStore(postgres).setup)
+        return
+    from graph.storage.sqlite.saver import connect
+
+    with closing(_own_connection(connect(db))) as conn:
+        _migrate_sqlite_store(conn)
+
+
+def _migrate_sqlite_store(conn: sqlite3.Connection) -> None:
+    """Apply LangGraph's SQLite store migrations that `conn`'s file lacks, in one transaction.
+
+    The same migrations and ledger as `SqliteStore.setup`, which applies each in a transaction
+    of its own (`executescript` commits first): under one write lock, a second process waits,
+    then finds them applied. Each migration is one statement; one that is not fails loudly.
+    """
+    from langgraph.store.sqlite import SqliteStore
+
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("CREATE TABLE IF NOT EXISTS store_migrations (v INTEGER PRIMARY KEY)")
+        (newest,) = conn.execute("SELECT max(v) FROM store_migrations").fetchone()
+        first = 0 if newest is None else newest + 1
+        for version, statement in enumerate(SqliteStore.MIGRATIONS[first:], start=first):
+            conn.execute(statement)
+            conn.execute("INSERT INTO store_migrations (v) VALUES (?)", (version,))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def _own_connection(conn: sqlite3.Connection) -> sqlite3.Connection:

@@ -11,9 +11,11 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from graph.guards import turn_counters
 from graph.models import ConfigError
 from graph.storage.codec.serde import StoredValueError
 from graph.storage.postgres.saver import FerryPostgresSaver, open_postgres_saver
+from graph.storage.stores import open_store
 from graph.storage.threads.reading import list_threads
 from tests.support.cli_helpers import (
     Ferry,
@@ -395,6 +398,23 @@ def test_several_processes_write_their_threads_at_once(
 
 
 # --- a database someone else can write ----------------------------------------------------------
+
+
+def test_stores_set_up_at_once_on_a_new_database_each_find_their_tables(database_url: str) -> None:
+    # LangGraph's store setup reads its migration, then applies the next: without Ferry's setup
+    # lock, two at once both apply the first and one fails on `store_migrations_pkey`.
+    start = threading.Barrier(WRITERS)
+
+    def open_and_put(index: int) -> None:
+        start.wait()
+        with open_store(Path("unused.db"), database_url) as store:
+            store.put(("memories",), f"key-{index}", {"text": f"memory {index}"})
+
+    with ThreadPoolExecutor(WRITERS) as pool:
+        list(pool.map(open_and_put, range(WRITERS)))
+    with open_store(Path("unused.db"), database_url) as store:
+        found = {item.key for item in store.search(("memories",), limit=10)}
+    assert found == {f"key-{i}" for i in range(WRITERS)}
 
 
 def _plant_in_postgres(url: str, thread: str, value: tuple[str, bytes]) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
@@ -183,7 +183,16 @@ def stored_thread_ids(url: str) -> set[str]:
 
 
 def _set_up(conn: psycopg.Connection[DictRow]) -> None:
-    """Create or migrate the tables, one process at a time."""
+    """Create or migrate the threads' tables, one process at a time."""
+    one_at_a_time(conn, FerryPostgresSaver(conn).setup)
+
+
+def one_at_a_time(conn: psycopg.Connection[DictRow], setup: Callable[[], None]) -> None:
+    """Run `setup` while no other process sets up this database (threads' or memories' tables).
+
+    LangGraph's setups read the migration they are at, then apply the next ones: two processes
+    on a new database would both apply the first, and the second fails on its version's key.
+    """
     # Not `pg_advisory_lock`: a session waiting inside it holds a transaction open, which the
     # holder's CREATE INDEX CONCURRENTLY waits for in turn, a deadlock. Polling holds none.
     deadline = time.monotonic() + _SETUP_WAIT_S
@@ -192,7 +201,7 @@ def _set_up(conn: psycopg.Connection[DictRow]) -> None:
             raise ConfigError("Postgres (FERRY_DATABASE_URL): another process is still setting up")
         time.sleep(0.05)
     try:
-        FerryPostgresSaver(conn).setup()
+        setup()
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
 

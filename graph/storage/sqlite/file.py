@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,13 +18,26 @@ from typing import Any
 from graph.storage.sqlite.opening import prepared
 from graph.storage.sqlite.schema import OPENING_STATEMENTS
 
+_BUSY_TIMEOUT_S = 30
+
 
 def connect(path: Path) -> sqlite3.Connection:
     """Open the checkpoint database, creating its folder, tuned for several writers."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
+    conn = sqlite3.connect(path, check_same_thread=False, timeout=_BUSY_TIMEOUT_S)
+    deadline = time.monotonic() + _BUSY_TIMEOUT_S
     for statement in OPENING_STATEMENTS:
-        conn.execute(statement)
+        # Turning a new file to WAL takes a moment's exclusive lock, and SQLite answers "database
+        # is locked" there without its busy handler: processes opening a new file at once wait.
+        while True:
+            try:
+                conn.execute(statement)
+                break
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                    conn.close()
+                    raise
+                time.sleep(0.01)
     return conn
 
 
