@@ -40,6 +40,7 @@ def classify(exc: BaseException) -> tuple[int, str, str]:
     from graph.runs.errors import RunFailed, ServerUnreachable
     from graph.storage import DatabaseError
     from graph.storage.codec.allowlist import StoredValueError
+    from graph.storage.errors import NotSupportedByDatabase
     from graph.threads.lease import ThreadBusy
     from graph.threads.travel import TravelError
 
@@ -52,7 +53,7 @@ def classify(exc: BaseException) -> tuple[int, str, str]:
         return 1, "config_error", message
     if isinstance(exc, ThreadBusy):
         return 1, "thread_busy", message
-    if isinstance(exc, UserError | StoredValueError | TravelError):
+    if isinstance(exc, UserError | StoredValueError | TravelError | NotSupportedByDatabase):
         return 1, "user_error", message
     if isinstance(exc, ServerUnreachable):
         return 1, "connection_error", message

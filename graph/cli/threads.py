@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graph.cli.agent import (
@@ -21,8 +20,7 @@ from graph.cli.agent import (
 from graph.core.controls import printable
 
 if TYPE_CHECKING:
-    from graph.core.settings import Settings
-    from graph.storage import Saver
+    pass
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -167,26 +165,6 @@ def _cutoff(text: str) -> datetime:
     return cutoff if cutoff.tzinfo else cutoff.replace(tzinfo=UTC)
 
 
-def _db_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
-
-
-def _stored_bytes(saver: Saver, settings: Settings) -> int:
-    """Disk space the threads take: the SQLite file, or Ferry's tables in Postgres."""
-    from graph.storage import FerrySaver
-
-    return _db_bytes(settings.db) if isinstance(saver, FerrySaver) else saver.stored_bytes()
-
-
-def _compact(saver: Saver) -> None:
-    """Give freed space back to the file system (SQLite; Postgres reuses it in place)."""
-    from graph.storage import FerrySaver
-    from graph.storage.sqlite.retention import compact
-
-    if isinstance(saver, FerrySaver):
-        compact(saver)
-
-
 def cmd_delete(args: argparse.Namespace) -> int:
     """Delete one thread and compact the database."""
     from graph.core.settings import get_settings
@@ -197,8 +175,8 @@ def cmd_delete(args: argparse.Namespace) -> int:
         if saver.get_tuple(thread_config(args.thread)) is None:
             raise UserError(f"unknown thread {args.thread!r} (see `ferry threads`)")
         saver.delete_thread(args.thread)
-        _compact(saver)
-        size = _stored_bytes(saver, settings)
+        saver.compact()
+        size = saver.stored_bytes()
     if args.json:
         print_json({"deleted": [args.thread], "db_bytes": size})
     else:
@@ -209,30 +187,21 @@ def cmd_delete(args: argparse.Namespace) -> int:
 def cmd_prune(args: argparse.Namespace) -> int:
     """Keep the last N checkpoints per thread, or drop threads not updated since a date."""
     from graph.core.settings import get_settings
-    from graph.storage import FerrySaver, open_saver
-    from graph.storage.sqlite.retention import prune_thread, threads_updated_before
+    from graph.storage import open_saver
     from graph.storage.threads.reading import list_threads
 
     cutoff = _cutoff(args.before) if args.before else None
-    settings = get_settings()
-    deleted: list[str] = []
     removed = 0
-    with open_saver(settings) as saver:
-        if args.keep and not isinstance(saver, FerrySaver):
-            raise UserError(
-                "prune --keep works on SQLite only; with FERRY_DATABASE_URL use --before DATE"
-            )
-        before = _stored_bytes(saver, settings)
-        if cutoff is not None:
-            deleted = threads_updated_before(saver, cutoff)
-            for thread_id in deleted:
-                saver.delete_thread(thread_id)
-        if args.keep and isinstance(saver, FerrySaver):
-            removed = sum(
-                prune_thread(saver, t["thread_id"], args.keep) for t in list_threads(saver)
-            )
-        _compact(saver)
-        after = _stored_bytes(saver, settings)
+    with open_saver(get_settings()) as saver:
+        before = saver.stored_bytes()
+        deleted = saver.threads_updated_before(cutoff) if cutoff is not None else []
+        if args.keep:  # first: a database that cannot prune them refuses before any change
+            staying = [t["thread_id"] for t in list_threads(saver) if t["thread_id"] not in deleted]
+            removed = saver.prune_checkpoints(staying, keep=args.keep)
+        for thread_id in deleted:
+            saver.delete_thread(thread_id)
+        saver.compact()
+        after = saver.stored_bytes()
     report = {
         "threads_deleted": deleted,
         "checkpoints_removed": removed,

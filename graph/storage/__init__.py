@@ -2,16 +2,16 @@
 
 The factories below choose (`graph.storage.sqlite.saver`, `graph.storage.postgres.saver`); the CLI,
 Python and the server all go through them, so every entry point reads and writes the same threads.
+What the loop and the CLI rely on of a saver they make is `graph.storage.ferry_store.FerryStore`.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DatabaseError",
     "FerrySaver",
-    "RecordsStarts",
     "connect",
     "database_name",
     "default_saver",
@@ -65,6 +64,8 @@ def _database_error(settings: Settings, exc: Exception) -> DatabaseError:
         setting = "FERRY_DATABASE_URL"
     else:
         setting = "FERRY_DB (or FERRY_DATABASE_URL for Postgres)"
+    from graph.storage.sqlite.file import read_only
+
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if not settings.database_url and read_only(settings.db):
         first += " (the file is read-only: its threads can be listed and read, not continued)"
@@ -107,28 +108,10 @@ def _database_errors() -> tuple[type[Exception], ...]:
     return (*errors, psycopg.OperationalError)
 
 
-@runtime_checkable
-class RecordsStarts(Protocol):
-    """A saver that records which tool calls started, so side effects never run twice."""
-
-    def first_start(self, thread_id: str, tool_call_id: str) -> bool:
-        """Record that a call is starting; False if it had started before."""
-        ...
-
-    def forget_start(self, thread_id: str, tool_call_id: str) -> None:
-        """Forget a start: the call paused (`interrupt()`) and runs again when resumed."""
-        ...
-
-
-def read_only(path: Path) -> bool:
-    """Whether the file exists but may not be written (by permission, or by its mode for root)."""
-    if not path.is_file():
-        return False
-    return not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222
-
-
 def open_file(path: Path) -> sqlite3.Connection:
     """Connect to the SQLite file; read-only when it may not be written, so it can still be read."""
+    from graph.storage.sqlite.file import read_only
+
     if not read_only(path):
         from graph.storage.sqlite.saver import connect
 

@@ -16,7 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
 if TYPE_CHECKING:
-    from graph.storage import RecordsStarts
+    from graph.storage.ferry_store import FerryStore
 
 NOT_RERUN = (
     "{tool} was cut short by a crash and is not re-run automatically: it declares side effects "
@@ -37,7 +37,7 @@ def forget_start(tool: BaseTool, call: ToolCall, config: RunnableConfig) -> None
         saver.forget_start(_thread_of(config), call["id"] or "")
 
 
-def _records(tool: BaseTool, config: RunnableConfig) -> RecordsStarts | None:
+def _records(tool: BaseTool, config: RunnableConfig) -> FerryStore | None:
     """Where the starts of this tool's calls are recorded; None if they need not be.
 
     The run's own saver records starts: the served graph is compiled without one, and the
@@ -45,11 +45,10 @@ def _records(tool: BaseTool, config: RunnableConfig) -> RecordsStarts | None:
     """
     if (tool.metadata or {}).get("retry_safe", True) or not _thread_of(config):
         return None
-    from graph.storage import RecordsStarts
+    from graph.storage.ferry_store import ferry_store
     from graph.storage.internals import run_checkpointer
 
-    saver = run_checkpointer(config)
-    return saver if isinstance(saver, RecordsStarts) else None
+    return ferry_store(run_checkpointer(config))
 
 
 def _thread_of(config: RunnableConfig) -> str:

@@ -39,6 +39,12 @@ def conninfo_of(saver: Any) -> str | None:
     return None
 
 
+def postgres_leases(saver: Any, timeout_s: float) -> PostgresLeases | None:
+    """Leases on the database of a Postgres saver (sync or async), on connections of their own."""
+    info = conninfo_of(saver)
+    return None if info is None else PostgresLeases(info, timeout_s)
+
+
 def advisory_key(thread_id: str) -> int:
     """The thread's advisory lock key: a signed 64-bit hash of its id."""
     digest = hashlib.blake2b(thread_id.encode(), digest_size=8, person=b"ferry-lease").digest()

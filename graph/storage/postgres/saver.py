@@ -13,7 +13,8 @@ import atexit
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from datetime import datetime
+from typing import Any, NoReturn
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
@@ -21,9 +22,11 @@ from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMet
 from graph.core.settings import ConfigError
 from graph.storage.codec.allowlist import NamesThreadOnRefusal
 from graph.storage.codec.serde import serializer
+from graph.storage.errors import NotSupportedByDatabase
 from graph.storage.history.folding import Fold, default_fold
 from graph.storage.history.messages import History
 from graph.storage.internals import postgres_cursor, saver_loop
+from graph.storage.leases.sqlite import LeaseStore
 from graph.storage.postgres import layout_versions, runs, summaries
 from graph.storage.postgres.history_sql import SELECT_SQL
 from graph.storage.postgres.tables import (
@@ -33,6 +36,7 @@ from graph.storage.postgres.tables import (
     STORED_BYTES,
     THREAD_IDS,
 )
+from graph.storage.threads import reading as stored_threads
 from graph.storage.threads.started import on_its_loop
 from graph.storage.threads.summaries import Row
 
@@ -43,6 +47,7 @@ try:
     from psycopg.rows import DictRow, dict_row
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+    from graph.storage.leases.postgres import postgres_leases
     from graph.storage.postgres.kept import KeptHistories, amessages_history, messages_history
 except ImportError as exc:  # the optional extra is not installed
     raise ConfigError(
@@ -80,7 +85,8 @@ class FerryPostgresSaver(NamesThreadOnRefusal, PostgresSaver):
     """LangGraph's Postgres saver with Ferry's serializer, rows and kept histories.
 
     The messages are rebuilt from the nearest known history (`postgres.kept`), and each put on
-    a thread's main namespace rewrites its summary row (`postgres.summaries`).
+    a thread's main namespace rewrites its summary row (`postgres.summaries`). A `FerryStore`
+    (`graph.storage.ferry_store`): the loop and the CLI rely on it as one.
     """
 
     SELECT_SQL = SELECT_SQL
@@ -172,6 +178,28 @@ class FerryPostgresSaver(NamesThreadOnRefusal, PostgresSaver):
             row = cur.fetchone()
             return int(row["size"]) if row else 0
 
+    def compact(self) -> None:
+        """Nothing: Postgres reuses the space of deleted rows in place."""
+
+    def prune_checkpoints(self, thread_ids: Sequence[str], *, keep: int) -> int:
+        """Refused: Ferry prunes a thread's older checkpoints in SQLite only."""
+        refuse_pruning_checkpoints()
+
+    def threads_updated_before(self, cutoff: datetime) -> list[str]:
+        """Ids of the threads whose last checkpoint is older than `cutoff` (timezone-aware)."""
+        return stored_threads.threads_updated_before(self, cutoff)
+
+    def leases(self, timeout_s: float, *, holder: str) -> LeaseStore | None:
+        """Advisory locks on the database, on connections of their own (`leases.postgres`)."""
+        return postgres_leases(self, timeout_s)
+
+
+def refuse_pruning_checkpoints() -> NoReturn:
+    """Say that Postgres keeps a thread's checkpoints whole, and what to use instead."""
+    raise NotSupportedByDatabase(
+        "prune --keep works on SQLite only; with FERRY_DATABASE_URL use --before DATE"
+    )
+
 
 def stored_thread_ids(url: str) -> set[str]:
     """Ids of the threads stored at `url`; none while its tables do not exist."""
@@ -235,7 +263,8 @@ class AsyncFerryPostgresSaver(NamesThreadOnRefusal, AsyncPostgresSaver):
     """LangGraph's async Postgres saver, for the server; a refused value names its thread.
 
     It rebuilds histories as the sync one does; its threads' summary rows are left to the next
-    listing.
+    listing. A `FerryStore` for the runs it serves (started calls, leases); the upkeep of
+    stored threads is a command's (`ferry prune`, on the sync saver).
     """
 
     SELECT_SQL = SELECT_SQL
@@ -272,6 +301,33 @@ class AsyncFerryPostgresSaver(NamesThreadOnRefusal, AsyncPostgresSaver):
         """Forget a start: the call paused (`interrupt()`) and runs again when resumed."""
         async with postgres_cursor(self) as cur:
             await cur.execute(FORGET_START, (thread_id, tool_call_id))
+
+    def leases(self, timeout_s: float, *, holder: str) -> LeaseStore | None:
+        """Advisory locks on the database, on connections of their own (`leases.postgres`)."""
+        return postgres_leases(self, timeout_s)
+
+    def stored_bytes(self) -> int:
+        """Disk space the threads take (from a worker thread, on the saver's loop)."""
+        return int(on_its_loop(saver_loop(self), self._astored_bytes()))
+
+    async def _astored_bytes(self) -> int:
+        async with postgres_cursor(self) as cur:
+            await cur.execute(STORED_BYTES)
+            row = await cur.fetchone()
+            return int(row["size"]) if row else 0
+
+    def compact(self) -> None:
+        """Nothing: Postgres reuses the space of deleted rows in place."""
+
+    def prune_checkpoints(self, thread_ids: Sequence[str], *, keep: int) -> int:
+        """Refused, as by the sync saver."""
+        refuse_pruning_checkpoints()
+
+    def threads_updated_before(self, cutoff: datetime) -> list[str]:
+        """Refused: listing threads is a command's work, on the sync saver (`ferry prune`)."""
+        raise NotSupportedByDatabase(
+            "the server's Postgres saver does not list threads; use `ferry prune --before DATE`"
+        )
 
     async def setup(self) -> None:
         """Create or migrate LangGraph's tables, and Ferry's."""

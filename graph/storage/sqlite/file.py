@@ -7,6 +7,7 @@ lock; a transaction per outermost cursor.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -16,9 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from graph.storage.sqlite.opening import prepared
-from graph.storage.sqlite.schema import OPENING_STATEMENTS
+from graph.storage.sqlite.schema import OPENING_STATEMENTS, file_of
 
 _BUSY_TIMEOUT_S = 30
+_NOT_ASKED = Path()
+
+
+def read_only(path: Path) -> bool:
+    """Whether the file exists but may not be written (by permission, or by its mode for root)."""
+    if not path.is_file():
+        return False
+    return not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -51,11 +60,28 @@ class SqliteFile:
         self._cursor_thread: int | None = None  # the thread inside `cursor`, while one is
         self._outer_commits = False  # whether that outermost cursor commits when it closes
         self._threads: dict[str, int] = {}  # thread id → its number (numbers never change)
+        self._path: Path | None = _NOT_ASKED
+
+    @property
+    def path(self) -> Path | None:
+        """The file the connection opened; None in memory.
+
+        Asked once: every run would otherwise wait for the lock.
+        """
+        if self._path is _NOT_ASKED:
+            with self.lock:
+                self._note_path()
+        return self._path
+
+    def _note_path(self) -> None:
+        if self._path is _NOT_ASKED:
+            self._path = Path(name) if (name := file_of(self.conn)) else None
 
     def setup(self, serde: Any) -> None:
         """Make the file ready for Ferry's reads and writes, once (`sqlite.opening`)."""
         if self.is_setup:
             return
+        self._note_path()  # before a copy in memory of a read-only file replaces the connection
         self.conn = prepared(self.conn, serde)
         self.is_setup = True
 

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
 from graph.storage.internals import DeltaSnapshot, snapshot_value
-from graph.storage.threads.reading import list_threads
 
 if TYPE_CHECKING:
-    from graph.storage import Saver
     from graph.storage.sqlite.saver import FerrySaver
 
 
@@ -71,13 +69,11 @@ def prune_threads(saver: FerrySaver, thread_ids: Sequence[str], *, strategy: str
             prune_thread(saver, thread_id, keep=1, namespace=namespace)
 
 
-def threads_updated_before(saver: Saver, cutoff: datetime) -> list[str]:
-    """Ids of threads whose last checkpoint is older than `cutoff` (timezone-aware)."""
-    return [
-        t["thread_id"]
-        for t in list_threads(saver)
-        if datetime.fromisoformat(t["updated_at"]) < cutoff
-    ]
+def stored_bytes(path: Path | None) -> int:
+    """The size of the file at `path` and of its write-ahead log; 0 in memory."""
+    if path is None:
+        return 0
+    return sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
 
 
 def compact(saver: FerrySaver) -> None:

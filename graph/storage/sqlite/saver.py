@@ -16,6 +16,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from datetime import datetime
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -31,6 +32,7 @@ from graph.storage.codec.serde import FerrySerializer, serializer
 from graph.storage.history.folding import Fold, default_fold
 from graph.storage.history.held import Histories, StepsPutHere
 from graph.storage.internals import DeltaChannelHistory, stock_next_version
+from graph.storage.leases.sqlite import LeaseStore, SqliteLeases
 from graph.storage.sqlite import (
     histories,
     maintenance,
@@ -41,10 +43,11 @@ from graph.storage.sqlite import (
     versions,
     writing,
 )
-from graph.storage.sqlite.file import SqliteFile, connect
+from graph.storage.sqlite.file import SqliteFile, connect, read_only
 from graph.storage.sqlite.in_threads import AsyncInThreads
 from graph.storage.sqlite.layout import UNBOUNDED_CHANNEL
 from graph.storage.sqlite.maintenance import THREADS_WITH_STEPS
+from graph.storage.threads import reading as stored_threads
 from graph.storage.threads.summaries import Row
 
 __all__ = ["THREADS_WITH_STEPS", "FerrySaver", "connect"]
@@ -54,7 +57,8 @@ class FerrySaver(AsyncInThreads):
     """A SQLite saver in Ferry's layout that keeps the histories it rebuilt, in memory.
 
     `fold` is the `messages` reducer (`graph.storage.history.folding`): by default the one the
-    `graph` package gives, Ferry's.
+    `graph` package gives, Ferry's. A `FerryStore` (`graph.storage.ferry_store`): the loop and
+    the CLI rely on it as one.
     """
 
     def __init__(
@@ -190,6 +194,30 @@ class FerrySaver(AsyncInThreads):
         `checkpointer.ttl` and `ferry prune` run.
         """
         retention.prune_threads(self, thread_ids, strategy=strategy)
+
+    def prune_checkpoints(self, thread_ids: Sequence[str], *, keep: int) -> int:
+        """Keep the newest `keep` checkpoints of each thread; return how many went."""
+        return sum(retention.prune_thread(self, thread_id, keep) for thread_id in thread_ids)
+
+    def threads_updated_before(self, cutoff: datetime) -> builtins.list[str]:
+        """Ids of the threads whose last checkpoint is older than `cutoff` (timezone-aware)."""
+        return stored_threads.threads_updated_before(self, cutoff)
+
+    def stored_bytes(self) -> int:
+        """Disk space the threads take: the file and its write-ahead log; 0 in memory."""
+        return retention.stored_bytes(self.file.path)
+
+    def compact(self) -> None:
+        """Give freed space back to the file system (`VACUUM`)."""
+        retention.compact(self)
+
+    def leases(self, timeout_s: float, *, holder: str) -> LeaseStore | None:
+        """Leases in the file's `ferry_leases` table; None in memory or for a read-only file."""
+        path = self.file.path
+        # A read-only file is never continued: a lease would write it (root may, by mode).
+        if path is None or read_only(path):
+            return None
+        return SqliteLeases(path, timeout_s, holder=holder)
 
     def namespaces(self, thread_id: str) -> builtins.list[str]:
         """The checkpoint namespaces a thread has checkpoints in."""

@@ -12,6 +12,7 @@ import base64
 import logging
 import sqlite3
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -85,6 +86,15 @@ def list_threads(saver: KeepsSummaries) -> list[Summary]:
         if summary is not None:
             threads.append(summary)
     return _newest_first(threads)
+
+
+def threads_updated_before(saver: KeepsSummaries, cutoff: datetime) -> list[str]:
+    """Ids of threads whose last checkpoint is older than `cutoff` (timezone-aware)."""
+    return [
+        t["thread_id"]
+        for t in list_threads(saver)
+        if datetime.fromisoformat(t["updated_at"]) < cutoff
+    ]
 
 
 def listed_from_rows(path: Path) -> list[Summary] | None:
