@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -32,7 +32,6 @@ from graph.storage.codec.serde import FerrySerializer, serializer
 from graph.storage.history.folding import Fold, default_fold
 from graph.storage.history.held import Histories, StepsPutHere
 from graph.storage.internals import DeltaChannelHistory, stock_next_version
-from graph.storage.leases.sqlite import LeaseStore, SqliteLeases
 from graph.storage.sqlite import (
     histories,
     maintenance,
@@ -49,6 +48,9 @@ from graph.storage.sqlite.layout import UNBOUNDED_CHANNEL
 from graph.storage.sqlite.maintenance import THREADS_WITH_STEPS
 from graph.storage.threads import reading as stored_threads
 from graph.storage.threads.summaries import Row
+
+if TYPE_CHECKING:
+    from graph.storage.leases.sqlite import LeaseStore
 
 __all__ = ["THREADS_WITH_STEPS", "FerrySaver", "connect"]
 
@@ -213,6 +215,8 @@ class FerrySaver(AsyncInThreads):
 
     def leases(self, timeout_s: float, *, holder: str) -> LeaseStore | None:
         """Leases in the file's `ferry_leases` table; None in memory or for a read-only file."""
+        from graph.storage.leases.sqlite import SqliteLeases  # only runs take leases, not reads
+
         path = self.file.path
         # A read-only file is never continued: a lease would write it (root may, by mode).
         if path is None or read_only(path):
