@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from graph.cli.agent import (
     UsageError,
@@ -18,9 +18,6 @@ from graph.cli.agent import (
     thread_config,
 )
 from graph.core.controls import printable
-
-if TYPE_CHECKING:
-    pass
 
 
 def cmd_history(args: argparse.Namespace) -> int:
