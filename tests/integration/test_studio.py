@@ -340,8 +340,13 @@ def test_studio_shows_the_schemas_and_decides_approvals_in_langchains_format(
         ]  # fmt: skip
         assert schemas["context_schema"] is None  # no settings: the run id is not one
 
-        thread_id = client.threads.create()["thread_id"]
-        client.runs.wait(thread_id, "agent", input=question)
+        # Three threads paused at the same call, asked at once: the server starts a run up to a
+        # second after it is asked, and a queued one as soon as the one before it ends.
+        threads = [client.threads.create()["thread_id"] for _ in range(3)]
+        asked_runs = [client.runs.create(t, "agent", input=question) for t in threads]
+        for thread, run in zip(threads, asked_runs, strict=True):
+            client.runs.join(thread, run["run_id"])
+        thread_id, responded, second = threads
         [pause] = pauses(client, thread_id)
         TypeAdapter(HITLRequest).validate_python(pause)  # the middleware's own type accepts it
         [asked] = pause["action_requests"]
@@ -375,8 +380,6 @@ def test_studio_shows_the_schemas_and_decides_approvals_in_langchains_format(
         assert values["messages"][-1]["content"] == "`150 * 3` = 450"
         assert sorted(values) == ["messages", "stop_reason"]  # the output schema's keys
 
-        responded = client.threads.create()["thread_id"]
-        client.runs.wait(responded, "agent", input=question)
         values = resume(client, responded, RespondDecision(type="respond", message="about 450"))
         assert isinstance(values, dict) and values["stop_reason"] == "answered"
         result = values["messages"][2]
@@ -384,9 +387,7 @@ def test_studio_shows_the_schemas_and_decides_approvals_in_langchains_format(
             "tool", "success", "about 450"
         )  # fmt: skip
 
-        # The same pause, made by the server, decided from the CLI.
-        second = client.threads.create()["thread_id"]
-        client.runs.wait(second, "agent", input=question)
+    # The same pause, made by the server, decided from the CLI.
     decided = cli(
         "resume", "--thread", second, "--reject", "not now", "--json", env=env, cwd=tmp_path
     )
