@@ -236,11 +236,13 @@ def test_cli_threads_appear_in_the_server_with_their_state_and_continue_there(
         messages = server_messages(client, before)
         assert types(messages) == ["human", "ai", "tool", "ai"]
         assert messages[-1]["content"] == "`150 * 3` = 450"
-        assert ask_server(client, before, "and divided by 9?") == "`450 / 9` = 50"
 
+        # A thread the CLI starts while the server runs: found by the server's next look at the
+        # database, while the server goes on with the first one.
         done = succeeded(cli("ask", THREE_INTENTS, env=env, cwd=tmp_path))
         during = new_thread_id(done.stderr)
         assert UUID4.fullmatch(during)
+        assert ask_server(client, before, "and divided by 9?") == "`450 / 9` = 50"
         wait_for_thread(client, during)
         messages = server_messages(client, during)
         assert types(messages) == ["human", "ai", "tool", "tool", "tool", "ai"]
