@@ -46,7 +46,7 @@ def _secret_folder(tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def dev_server(module_path: Path) -> Iterator[SyncLangGraphClient]:
-    """`langgraph dev` for the module's tests (each on a thread of its own)."""
+    """`langgraph dev` for the module's tests: it takes seconds to start."""
     env = _secret_folder(module_path)
     # logged with a traceback by the server
     refused = (
@@ -72,7 +72,8 @@ def _rejected_thread(client: SyncLangGraphClient) -> str:
 def _unchanged_thread(dev_server: SyncLangGraphClient) -> tuple[str, str]:
     """A rejected thread for the attacks that must change nothing, and all it held then.
 
-    Shared: making one takes two runs, and the server starts each a second after it is asked.
+    Shared: making one takes two runs, and the server starts each up to a second after it is
+    asked.
     """
     thread_id = _rejected_thread(dev_server)
     return thread_id, _seen(dev_server, thread_id)
