@@ -96,6 +96,22 @@ _SECRETS = ("OPENAI_API_KEY", "TAVILY_API_KEY", "ANTHROPIC_API_KEY", "LANGSMITH_
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Remove keys and Ferry and OTel settings; work (and keep the trust store) in a temp folder."""
+    _isolate(monkeypatch, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def module_path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A folder for what a module's tests share (a server), in an environment isolated as a test's.
+
+    A module's fixture is set up before any test's `_isolated_env`: it isolates its own.
+    """
+    folder = tmp_path_factory.mktemp("module")
+    with pytest.MonkeyPatch.context() as patch:
+        _isolate(patch, folder)
+        yield folder
+
+
+def _isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import os
 
     for name in list(os.environ):

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from langgraph_sdk.client import SyncLangGraphClient
 
-from tests.support.cli_helpers import ferry, ferry_env, one_json_object, succeeded
+from tests.support.cli_helpers import Ferry, ferry_env, one_json_object, succeeded
 from tests.support.langgraph_dev import langgraph_dev
 from tests.support.pgserver import PostgresServer
 from tests.support.servers.base import Reply, Request
@@ -86,7 +86,12 @@ def _rolled_back(client: SyncLangGraphClient, weather: HeldWeather) -> tuple[str
 
 
 def _check_rolled_back(
-    client: SyncLangGraphClient, thread_id: str, first_run: str, env: dict[str, str], cwd: Path
+    client: SyncLangGraphClient,
+    thread_id: str,
+    first_run: str,
+    cli: Ferry,
+    env: dict[str, str],
+    cwd: Path,
 ) -> None:
     runs = [run["run_id"] for run in client.runs.list(thread_id)]
     assert first_run not in runs
@@ -99,20 +104,20 @@ def _check_rolled_back(
     assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"] * 2
     assert "42" in messages[7]["content"]
 
-    history = one_json_object(succeeded(ferry("history", "--thread", thread_id, "--json",
-                                              env=env, cwd=cwd)))  # fmt: skip
+    history = one_json_object(succeeded(cli("history", "--thread", thread_id, "--json",
+                                            env=env, cwd=cwd)))  # fmt: skip
     roles = [(m["role"], m["content"]) for m in history["messages"]]
     assert [r for r, _ in roles] == ["user", "assistant", "tool", "assistant"] * 2
     assert roles[4] == ("user", SECOND) and roles[6] == ("tool", "42")
-    listed = one_json_object(succeeded(ferry("threads", "--json", env=env, cwd=cwd)))["threads"]
+    listed = one_json_object(succeeded(cli("threads", "--json", env=env, cwd=cwd)))["threads"]
     assert [(t["thread_id"], t["messages"]) for t in listed] == [(thread_id, 8)]
 
     third = client.runs.wait(thread_id, "agent", input=_question(THIRD))
     assert _turn(third["messages"])[8:11] == [("human", THIRD), ("ai", "calculator"), ("tool", "5")]
     assert _turn(third["messages"])[:8] == _turn(messages)
     assert len(third["messages"]) == 12
-    history = one_json_object(succeeded(ferry("history", "--thread", thread_id, "--json",
-                                              env=env, cwd=cwd)))  # fmt: skip
+    history = one_json_object(succeeded(cli("history", "--thread", thread_id, "--json",
+                                            env=env, cwd=cwd)))  # fmt: skip
     asked = [m["content"] for m in history["messages"] if m["role"] == "user"]
     assert asked == [EARLIER, SECOND, THIRD]
 
@@ -132,20 +137,20 @@ def _server_env(tmp_path: Path, weather: HeldWeather, **settings: str) -> dict[s
 _CANCELLED = ("asyncio.exceptions.CancelledError", "CancelledError")
 
 
-def test_rollback_deletes_the_first_run_on_the_sqlite_saver(tmp_path: Path) -> None:
+def test_rollback_deletes_the_first_run_on_the_sqlite_saver(cli: Ferry, tmp_path: Path) -> None:
     with HeldWeather() as weather:
         env = _server_env(tmp_path, weather)
         with langgraph_dev(tmp_path, env, expected_errors=_CANCELLED) as client:
             thread_id, first_run = _rolled_back(client, weather)
-            _check_rolled_back(client, thread_id, first_run, env, tmp_path)
+            _check_rolled_back(client, thread_id, first_run, cli, env, tmp_path)
 
 
 def test_rollback_deletes_the_first_run_on_the_postgres_saver(
-    tmp_path: Path, postgres_server: PostgresServer
+    cli: Ferry, tmp_path: Path, postgres_server: PostgresServer
 ) -> None:
     url = postgres_server.create_database(f"rollback_{uuid.uuid4().hex[:12]}")
     with HeldWeather() as weather:
         env = _server_env(tmp_path, weather, FERRY_DATABASE_URL=url)
         with langgraph_dev(tmp_path, env, expected_errors=_CANCELLED) as client:
             thread_id, first_run = _rolled_back(client, weather)
-            _check_rolled_back(client, thread_id, first_run, env, tmp_path)
+            _check_rolled_back(client, thread_id, first_run, cli, env, tmp_path)

@@ -10,6 +10,7 @@ by request, must still be served.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -105,74 +106,75 @@ def rebinding_attacks(port: int) -> list[Attempt]:
     ]
 
 
+@pytest.fixture(scope="module")
+def url(module_path: Path) -> Iterator[str]:
+    """The URL of `langgraph dev`, which the module's tests share: it takes seconds to start."""
+    with serving(module_path, server_env(module_path)) as url:
+        yield url
+
+
 def test_pages_of_other_sites_and_other_host_names_are_refused_before_any_handler(
-    tmp_path: Path,
+    url: str,
 ) -> None:
-    with serving(tmp_path, server_env(tmp_path)) as url:
-        port = urlsplit(url).port or 80
-        thread_id = httpx.post(f"{url}/threads", json={}).json()["thread_id"]  # the CLI's, say
+    port = urlsplit(url).port or 80
+    thread_id = httpx.post(f"{url}/threads", json={}).json()["thread_id"]  # the CLI's, say
 
-        from_pages = got_through(url, PAGE_ATTACKS, (403, "refused"), thread_id)
-        from_rebound_names = got_through(
-            url, rebinding_attacks(port), (400, "FERRY_SERVER_HOSTS"), thread_id
-        )
-        untokened = got_through(url, TOKEN_ONLY_ROUTES, (403, "FERRY_SERVER_TOKEN"), thread_id)
-        assert not from_pages + from_rebound_names + untokened, (
-            f"{len(from_pages)} of {len(PAGE_ATTACKS)} page attacks, "
-            f"{len(from_rebound_names)} DNS-rebinding attacks and {len(untokened)} requests "
-            "to token-only routes got through:\n"
-            + "\n".join(from_pages + from_rebound_names + untokened)
-        )
-        assert httpx.get(f"{url}/threads/{thread_id}").status_code == 200  # nothing emptied it
+    from_pages = got_through(url, PAGE_ATTACKS, (403, "refused"), thread_id)
+    from_rebound_names = got_through(
+        url, rebinding_attacks(port), (400, "FERRY_SERVER_HOSTS"), thread_id
+    )
+    untokened = got_through(url, TOKEN_ONLY_ROUTES, (403, "FERRY_SERVER_TOKEN"), thread_id)
+    assert not from_pages + from_rebound_names + untokened, (
+        f"{len(from_pages)} of {len(PAGE_ATTACKS)} page attacks, "
+        f"{len(from_rebound_names)} DNS-rebinding attacks and {len(untokened)} requests "
+        "to token-only routes got through:\n"
+        + "\n".join(from_pages + from_rebound_names + untokened)
+    )
+    assert httpx.get(f"{url}/threads/{thread_id}").status_code == 200  # nothing emptied it
 
-        for origin in (EVIL, "null", "http://localhost.evil.example"):
-            refused = preflight(url, "/threads/search", origin, private_network=True)
-            assert refused.status in (400, 403), origin
-            assert ALLOW_ORIGIN not in refused.headers, origin
-            assert ALLOW_PRIVATE_NETWORK not in refused.headers, origin
+    for origin in (EVIL, "null", "http://localhost.evil.example"):
+        refused = preflight(url, "/threads/search", origin, private_network=True)
+        assert refused.status in (400, 403), origin
+        assert ALLOW_ORIGIN not in refused.headers, origin
+        assert ALLOW_PRIVATE_NETWORK not in refused.headers, origin
 
 
-def test_studio_agent_chat_ui_and_local_programs_are_served(tmp_path: Path) -> None:
-    with serving(tmp_path, server_env(tmp_path)) as url:
-        port = urlsplit(url).port or 80
-        # Programs send no Origin; the health check answers every Host (probes use the IP).
-        local = [
-            Attempt("SDK POST /threads", "POST", "/threads", body="{}"),
-            Attempt(
-                "curl GET /info, Host localhost", "GET", "/info", headers={"Host": "localhost"}
-            ),
-            Attempt("GET /info, Host [::1]", "GET", "/info", headers={"Host": f"[::1]:{port}"}),
-            Attempt("GET /info, Host LOCALHOST", "GET", "/info", headers={"Host": "LOCALHOST"}),
-            Attempt("GET /ok, any Host", "GET", "/ok", headers={"Host": "10.1.2.3:8000"}),
-            Attempt(
-                "the address bar (Sec-Fetch-Site: none)",
-                "GET",
-                "/docs",
-                headers={"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate"},
-            ),
-            Attempt(
-                "a page on 127.0.0.1",
-                "POST",
-                "/threads/search",
-                "http://127.0.0.1:5173",
-                JSON,
-                "{}",
-            ),
-            Attempt("a page on [::1]", "POST", "/threads/search", "http://[::1]:8080", JSON, "{}"),
-            Attempt(
-                "Studio's x-auth-scheme",
-                "POST",
-                "/threads/search",
-                STUDIO,
-                {"x-auth-scheme": "langsmith"} | JSON,
-                "{}",
-            ),
-        ]
-        failed = [
-            f"{a.name}: {r.status} {r.text[:200]!r}"
-            for a in local
-            if (r := send(url, a)).status != 200
-        ]
-        failed += [f"Studio {f}" for f in replay_a_page(url, STUDIO, public=True)]
-        failed += [f"agent-chat-ui {f}" for f in replay_a_page(url, CHAT_UI, public=False)]
-        assert not failed, "\n".join(failed)
+def test_studio_agent_chat_ui_and_local_programs_are_served(url: str) -> None:
+    port = urlsplit(url).port or 80
+    # Programs send no Origin; the health check answers every Host (probes use the IP).
+    local = [
+        Attempt("SDK POST /threads", "POST", "/threads", body="{}"),
+        Attempt("curl GET /info, Host localhost", "GET", "/info", headers={"Host": "localhost"}),
+        Attempt("GET /info, Host [::1]", "GET", "/info", headers={"Host": f"[::1]:{port}"}),
+        Attempt("GET /info, Host LOCALHOST", "GET", "/info", headers={"Host": "LOCALHOST"}),
+        Attempt("GET /ok, any Host", "GET", "/ok", headers={"Host": "10.1.2.3:8000"}),
+        Attempt(
+            "the address bar (Sec-Fetch-Site: none)",
+            "GET",
+            "/docs",
+            headers={"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate"},
+        ),
+        Attempt(
+            "a page on 127.0.0.1",
+            "POST",
+            "/threads/search",
+            "http://127.0.0.1:5173",
+            JSON,
+            "{}",
+        ),
+        Attempt("a page on [::1]", "POST", "/threads/search", "http://[::1]:8080", JSON, "{}"),
+        Attempt(
+            "Studio's x-auth-scheme",
+            "POST",
+            "/threads/search",
+            STUDIO,
+            {"x-auth-scheme": "langsmith"} | JSON,
+            "{}",
+        ),
+    ]
+    failed = [
+        f"{a.name}: {r.status} {r.text[:200]!r}" for a in local if (r := send(url, a)).status != 200
+    ]
+    failed += [f"Studio {f}" for f in replay_a_page(url, STUDIO, public=True)]
+    failed += [f"agent-chat-ui {f}" for f in replay_a_page(url, CHAT_UI, public=False)]
+    assert not failed, "\n".join(failed)

@@ -1,8 +1,10 @@
 """`langgraph dev` serving Ferry from `langgraph.json`, on the same database as the `ferry` CLI.
 
 The server runs as a user starts it (`langgraph dev --no-browser`), driven through
-`langgraph-sdk`; the CLI runs as separate processes on the same `FERRY_DB`. The model is the
-offline planner and the weather comes from a loopback Open-Meteo, so nothing leaves 127.0.0.1.
+`langgraph-sdk`; the CLI runs on the same `FERRY_DB`. The model is the offline planner and the
+weather comes from a loopback Open-Meteo, so nothing leaves 127.0.0.1. A server takes seconds
+to start: the tests that need nothing of their own at start-up share one (`studio`), each on
+threads of its own; the others start theirs.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -59,16 +62,49 @@ def openmeteo() -> Iterator[OpenMeteoServer]:
         yield server
 
 
-@pytest.fixture
-def env(tmp_path: Path, openmeteo: OpenMeteoServer) -> dict[str, str]:
+def studio_env(folder: Path, openmeteo: OpenMeteoServer, **settings: str) -> dict[str, str]:
     """The environment of the server and the CLI: one database, offline model, loopback weather."""
     return ferry_env(
-        tmp_path,
+        folder,
         weather=openmeteo,
         FERRY_MODEL="offline",
         LANGGRAPH_CLI_NO_ANALYTICS="1",
         LANGGRAPH_NO_VERSION_CHECK="true",  # no PyPI look-up at start-up
+        **settings,
     )
+
+
+@pytest.fixture
+def env(tmp_path: Path, openmeteo: OpenMeteoServer) -> dict[str, str]:
+    """The environment of a test that starts its own server."""
+    return studio_env(tmp_path, openmeteo)
+
+
+@dataclass(frozen=True)
+class Studio:
+    """The server the module's tests share, the CLI's environment and folder, Ferry's log."""
+
+    client: SyncLangGraphClient
+    env: dict[str, str]
+    folder: Path
+    log: Path
+
+
+@pytest.fixture(scope="module")
+def studio(module_path: Path) -> Iterator[Studio]:
+    """One `langgraph dev` for the tests that need nothing of their own at start-up.
+
+    Each test works on threads of its own. The user is named, for the memory test; the server
+    writes Ferry's log as JSON lines to a file, for the time-travel test.
+    """
+    # provoked by tests, logged with a traceback by the server
+    provoked = ("graph.threads.lease.ThreadBusy", "graph.core.settings.ConfigError")
+    with OpenMeteoServer() as openmeteo:
+        env = studio_env(module_path, openmeteo, FERRY_USER="ada")
+        log = module_path / "logs" / "ferry.jsonl"
+        server_env = {**env, "FERRY_LOG_FILE": str(log), "FERRY_LOG_FORMAT": "json"}
+        with langgraph_dev(module_path, server_env, expected_errors=provoked) as client:
+            yield Studio(client, env, module_path, log)
 
 
 def registered(client: SyncLangGraphClient) -> set[str]:
@@ -121,70 +157,64 @@ def held_lease(db: Path, thread_id: str) -> Iterator[None]:
 # --- Studio → CLI ----------------------------------------------------------------------------
 
 
-def test_a_thread_run_through_the_server_continues_in_the_cli(
-    cli: Ferry, tmp_path: Path, env: dict[str, str]
-) -> None:
-    # provoked below, logged with a traceback by the server
-    busy = ("graph.threads.lease.ThreadBusy",)
-    with langgraph_dev(tmp_path, env, expected_errors=busy) as client:
-        thread_id = client.threads.create()["thread_id"]
-        parts = list(
-            client.runs.stream(
-                thread_id,
-                "agent",
-                input={"messages": [{"role": "user", "content": THREE_INTENTS}]},
-                stream_mode=["messages-tuple", "updates"],
-            )
+def test_a_thread_run_through_the_server_continues_in_the_cli(cli: Ferry, studio: Studio) -> None:
+    client, env, folder = studio.client, studio.env, studio.folder
+    thread_id = client.threads.create()["thread_id"]
+    parts = list(
+        client.runs.stream(
+            thread_id,
+            "agent",
+            input={"messages": [{"role": "user", "content": THREE_INTENTS}]},
+            stream_mode=["messages-tuple", "updates"],
         )
+    )
 
-        assert [p.event for p in parts if p.event == "error"] == []
-        nodes = [node for p in parts if p.event == "updates" for node in p.data]
-        assert nodes == ["call_model", "check", *["execute_tool"] * 3, "call_model", "check"]
-        tokens = [
-            chunk["content"]
-            for p in parts
-            if p.event == "messages"
-            for chunk, meta in [p.data]
-            if chunk["type"] == "AIMessageChunk" and meta["langgraph_node"] == "call_model"
-        ]
-        messages = server_messages(client, thread_id)
-        assert types(messages) == ["human", "ai", "tool", "tool", "tool", "ai"]
-        calls = messages[1]["tool_calls"]
-        assert sorted(c["name"] for c in calls) == ["calculator", "get_datetime", "get_weather"]
-        assert {m["tool_call_id"] for m in messages[2:5]} == {c["id"] for c in calls}
-        assert all(m["status"] == "success" for m in messages[2:5])
-        answer = messages[-1]["content"]
-        assert "`150 * 3` = 450" in answer and BOGOTA in answer
-        assert len([t for t in tokens if t]) > 1  # streamed in pieces, not in one block
-        assert "".join(tokens) == answer
+    assert [p.event for p in parts if p.event == "error"] == []
+    nodes = [node for p in parts if p.event == "updates" for node in p.data]
+    assert nodes == ["call_model", "check", *["execute_tool"] * 3, "call_model", "check"]
+    tokens = [
+        chunk["content"]
+        for p in parts
+        if p.event == "messages"
+        for chunk, meta in [p.data]
+        if chunk["type"] == "AIMessageChunk" and meta["langgraph_node"] == "call_model"
+    ]
+    messages = server_messages(client, thread_id)
+    assert types(messages) == ["human", "ai", "tool", "tool", "tool", "ai"]
+    calls = messages[1]["tool_calls"]
+    assert sorted(c["name"] for c in calls) == ["calculator", "get_datetime", "get_weather"]
+    assert {m["tool_call_id"] for m in messages[2:5]} == {c["id"] for c in calls}
+    assert all(m["status"] == "success" for m in messages[2:5])
+    answer = messages[-1]["content"]
+    assert "`150 * 3` = 450" in answer and BOGOTA in answer
+    assert len([t for t in tokens if t]) > 1  # streamed in pieces, not in one block
+    assert "".join(tokens) == answer
 
-        assert ask_server(client, thread_id, "What is 2 + 2?") == "`2 + 2` = 4"
+    assert ask_server(client, thread_id, "What is 2 + 2?") == "`2 + 2` = 4"
 
-        stored = history(thread_id, env=env, cwd=tmp_path, run=cli)
-        assert roles(stored) == [
-            "user", "assistant", "tool", "tool", "tool", "assistant",
-            "user", "assistant", "tool", "assistant",
-        ]  # fmt: skip
-        assert [m["content"] for m in stored] == [
-            m["content"] for m in server_messages(client, thread_id)
-        ]
-        listed = one_json_object(cli("threads", "--json", env=env, cwd=tmp_path))["threads"]
-        assert [t["thread_id"] for t in listed] == [thread_id]
+    stored = history(thread_id, env=env, cwd=folder, run=cli)
+    assert roles(stored) == [
+        "user", "assistant", "tool", "tool", "tool", "assistant",
+        "user", "assistant", "tool", "assistant",
+    ]  # fmt: skip
+    assert [m["content"] for m in stored] == [
+        m["content"] for m in server_messages(client, thread_id)
+    ]
+    listed = one_json_object(cli("threads", "--json", env=env, cwd=folder))["threads"]
+    assert [t["thread_id"] for t in listed].count(thread_id) == 1
 
-        done = succeeded(
-            cli("ask", "What is 10 * 5?", "--thread", thread_id, env=env, cwd=tmp_path)
-        )
-        assert done.stdout == "`10 * 5` = 50\n"
+    done = succeeded(cli("ask", "What is 10 * 5?", "--thread", thread_id, env=env, cwd=folder))
+    assert done.stdout == "`10 * 5` = 50\n"
 
-        # The server reads the CLI's turn and continues after it.
-        assert types(server_messages(client, thread_id))[-4:] == ["human", "ai", "tool", "ai"]
-        assert ask_server(client, thread_id, "What is 3 * 3?") == "`3 * 3` = 9"
+    # The server reads the CLI's turn and continues after it.
+    assert types(server_messages(client, thread_id))[-4:] == ["human", "ai", "tool", "ai"]
+    assert ask_server(client, thread_id, "What is 3 * 3?") == "`3 * 3` = 9"
 
-        # Server runs take the thread's lease too: while a CLI run holds it, one is refused.
-        with held_lease(tmp_path / "ferry.db", thread_id):
-            with pytest.raises(Exception, match=f"ThreadBusy: thread {thread_id} is busy"):
-                ask_server(client, thread_id, "What is 1 + 1?")
-    stored = history(thread_id, env=env, cwd=tmp_path, run=cli)
+    # Server runs take the thread's lease too: while a CLI run holds it, one is refused.
+    with held_lease(folder / "ferry.db", thread_id):
+        with pytest.raises(Exception, match=f"ThreadBusy: thread {thread_id} is busy"):
+            ask_server(client, thread_id, "What is 1 + 1?")
+    stored = history(thread_id, env=env, cwd=folder, run=cli)
     answers = [m["content"] for m in stored if m["role"] == "assistant" and m["content"]]
     assert answers == [answer, "`2 + 2` = 4", "`10 * 5` = 50", "`3 * 3` = 9"]
     assert_every_call_answered_in_place(stored)
@@ -206,11 +236,13 @@ def test_cli_threads_appear_in_the_server_with_their_state_and_continue_there(
         messages = server_messages(client, before)
         assert types(messages) == ["human", "ai", "tool", "ai"]
         assert messages[-1]["content"] == "`150 * 3` = 450"
-        assert ask_server(client, before, "and divided by 9?") == "`450 / 9` = 50"
 
+        # A thread the CLI starts while the server runs: found by the server's next look at the
+        # database, while the server goes on with the first one.
         done = succeeded(cli("ask", THREE_INTENTS, env=env, cwd=tmp_path))
         during = new_thread_id(done.stderr)
         assert UUID4.fullmatch(during)
+        assert ask_server(client, before, "and divided by 9?") == "`450 / 9` = 50"
         wait_for_thread(client, during)
         messages = server_messages(client, during)
         assert types(messages) == ["human", "ai", "tool", "tool", "tool", "ai"]
@@ -310,8 +342,13 @@ def test_studio_shows_the_schemas_and_decides_approvals_in_langchains_format(
         ]  # fmt: skip
         assert schemas["context_schema"] is None  # no settings: the run id is not one
 
-        thread_id = client.threads.create()["thread_id"]
-        client.runs.wait(thread_id, "agent", input=question)
+        # Three threads paused at the same call, asked at once: the server starts a run up to a
+        # second after it is asked, and a queued one as soon as the one before it ends.
+        threads = [client.threads.create()["thread_id"] for _ in range(3)]
+        asked_runs = [client.runs.create(t, "agent", input=question) for t in threads]
+        for thread, run in zip(threads, asked_runs, strict=True):
+            client.runs.join(thread, run["run_id"])
+        thread_id, responded, second = threads
         [pause] = pauses(client, thread_id)
         TypeAdapter(HITLRequest).validate_python(pause)  # the middleware's own type accepts it
         [asked] = pause["action_requests"]
@@ -345,8 +382,6 @@ def test_studio_shows_the_schemas_and_decides_approvals_in_langchains_format(
         assert values["messages"][-1]["content"] == "`150 * 3` = 450"
         assert sorted(values) == ["messages", "stop_reason"]  # the output schema's keys
 
-        responded = client.threads.create()["thread_id"]
-        client.runs.wait(responded, "agent", input=question)
         values = resume(client, responded, RespondDecision(type="respond", message="about 450"))
         assert isinstance(values, dict) and values["stop_reason"] == "answered"
         result = values["messages"][2]
@@ -354,9 +389,7 @@ def test_studio_shows_the_schemas_and_decides_approvals_in_langchains_format(
             "tool", "success", "about 450"
         )  # fmt: skip
 
-        # The same pause, made by the server, decided from the CLI.
-        second = client.threads.create()["thread_id"]
-        client.runs.wait(second, "agent", input=question)
+    # The same pause, made by the server, decided from the CLI.
     decided = cli(
         "resume", "--thread", second, "--reject", "not now", "--json", env=env, cwd=tmp_path
     )
@@ -372,50 +405,49 @@ def test_studio_shows_the_schemas_and_decides_approvals_in_langchains_format(
 # --- time travel: Studio's fork, the CLI's undo and fork, on one thread ------------------------
 
 
-def test_studios_fork_and_the_clis_undo_and_fork_see_one_thread(
-    cli: Ferry, tmp_path: Path, env: dict[str, str]
-) -> None:
-    log = tmp_path / "logs" / "ferry.jsonl"  # the server writes Ferry's log where it is told
-    server_env = {**env, "FERRY_LOG_FILE": str(log), "FERRY_LOG_FORMAT": "json"}
-    with langgraph_dev(tmp_path, server_env) as client:
-        thread_id = client.threads.create()["thread_id"]
-        assert ask_server(client, thread_id, "What is 2 + 3?") == "`2 + 3` = 5"
-        assert ask_server(client, thread_id, "What is 7 * 6?") == "`7 * 6` = 42"
-        checkpoints = one_json_object(
-            cli("history", "--thread", thread_id, "--checkpoints", "--json", env=env, cwd=tmp_path)
-        )["checkpoints"]
-        first_end = [c for c in checkpoints if c["happened"] == "turn ended (answered)"][0]
+def test_studios_fork_and_the_clis_undo_and_fork_see_one_thread(cli: Ferry, studio: Studio) -> None:
+    client, env, folder = studio.client, studio.env, studio.folder
+    # The server writes Ferry's log where it is told; this test's lines start here.
+    logged_before = studio.log.stat().st_size if studio.log.exists() else 0
+    thread_id = client.threads.create()["thread_id"]
+    assert ask_server(client, thread_id, "What is 2 + 3?") == "`2 + 3` = 5"
+    assert ask_server(client, thread_id, "What is 7 * 6?") == "`7 * 6` = 42"
+    checkpoints = one_json_object(
+        cli("history", "--thread", thread_id, "--checkpoints", "--json", env=env, cwd=folder)
+    )["checkpoints"]
+    first_end = [c for c in checkpoints if c["happened"] == "turn ended (answered)"][0]
 
-        # Studio's fork: an edit at an older checkpoint, then a run from the new one.
-        edited = client.threads.update_state(
-            thread_id,
-            {"messages": [{"role": "user", "content": "What is 9 - 4?"}]},
-            checkpoint_id=first_end["checkpoint_id"],
+    # Studio's fork: an edit at an older checkpoint, then a run from the new one.
+    edited = client.threads.update_state(
+        thread_id,
+        {"messages": [{"role": "user", "content": "What is 9 - 4?"}]},
+        checkpoint_id=first_end["checkpoint_id"],
+    )
+    client.runs.wait(
+        thread_id, "agent", input=None, checkpoint_id=edited["checkpoint"]["checkpoint_id"]
+    )
+    assert [m["content"] for m in server_messages(client, thread_id)][-4:] == [
+        "What is 9 - 4?", "", "5", "`9 - 4` = 5",
+    ]  # fmt: skip
+
+    # The CLI takes that turn back; the server reads the thread as the CLI left it.
+    succeeded(cli("undo", "--thread", thread_id, env=env, cwd=folder))
+    assert [m["content"] for m in server_messages(client, thread_id)][-1] == "`2 + 3` = 5"
+    assert ask_server(client, thread_id, "What is 1 + 1?") == "`1 + 1` = 2"
+
+    # A fork of the original second turn, by the id `history --checkpoints` listed.
+    forked = succeeded(
+        cli(
+            "fork", "--thread", thread_id, "--at", checkpoints[-1]["checkpoint_id"],
+            "--to", "kept", env=env, cwd=folder,
         )
-        client.runs.wait(
-            thread_id, "agent", input=None, checkpoint_id=edited["checkpoint"]["checkpoint_id"]
-        )
-        assert [m["content"] for m in server_messages(client, thread_id)][-4:] == [
-            "What is 9 - 4?", "", "5", "`9 - 4` = 5",
-        ]  # fmt: skip
-
-        # The CLI takes that turn back; the server reads the thread as the CLI left it.
-        succeeded(cli("undo", "--thread", thread_id, env=env, cwd=tmp_path))
-        assert [m["content"] for m in server_messages(client, thread_id)][-1] == "`2 + 3` = 5"
-        assert ask_server(client, thread_id, "What is 1 + 1?") == "`1 + 1` = 2"
-
-        # A fork of the original second turn, by the id `history --checkpoints` listed.
-        forked = succeeded(
-            cli(
-                "fork", "--thread", thread_id, "--at", checkpoints[-1]["checkpoint_id"],
-                "--to", "kept", env=env, cwd=tmp_path,
-            )
-        )  # fmt: skip
-        assert forked.stdout == "kept\n"
-        kept = history("kept", env=env, cwd=tmp_path, run=cli)
-        assert [m["content"] for m in kept][-1] == "`7 * 6` = 42"
-    assert_every_call_answered_in_place(history(thread_id, env=env, cwd=tmp_path, run=cli))
-    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    )  # fmt: skip
+    assert forked.stdout == "kept\n"
+    kept = history("kept", env=env, cwd=folder, run=cli)
+    assert [m["content"] for m in kept][-1] == "`7 * 6` = 42"
+    assert_every_call_answered_in_place(history(thread_id, env=env, cwd=folder, run=cli))
+    lines = studio.log.read_bytes()[logged_before:].decode().splitlines()
+    logged = [json.loads(line) for line in lines]
     calls = [e for e in logged if e.get("event") == "model_call"]
     assert len(calls) >= 6 and {e.get("thread_id") for e in calls} == {thread_id}
 
@@ -424,59 +456,55 @@ def test_studios_fork_and_the_clis_undo_and_fork_see_one_thread(
 
 
 def test_a_fact_remembered_through_the_server_is_recalled_everywhere_until_forgotten(
-    cli: Ferry, tmp_path: Path, env: dict[str, str]
+    cli: Ferry, studio: Studio
 ) -> None:
-    env = {**env, "FERRY_USER": "ada"}
-    with langgraph_dev(tmp_path, env) as client:
-        first = client.threads.create()["thread_id"]
-        said = ask_server(client, first, "Remember that I work in Celsius")
-        assert said.startswith("Remembered (") and said.endswith("): I work in Celsius")
+    client, env, folder = studio.client, studio.env, studio.folder
+    assert env["FERRY_USER"] == "ada"  # the server's user too
+    first = client.threads.create()["thread_id"]
+    said = ask_server(client, first, "Remember that I work in Celsius")
+    assert said.startswith("Remembered (") and said.endswith("): I work in Celsius")
 
-        listed = one_json_object(cli("memory", "list", "--json", env=env, cwd=tmp_path))
-        assert [m["fact"] for m in listed["memories"]] == ["I work in Celsius"]
-        assert listed["user"] == "ada"
-        items = client.store.search_items(("ferry", "memories", "ada"))["items"]
-        assert [i["value"]["fact"] for i in items] == ["I work in Celsius"]
+    listed = one_json_object(cli("memory", "list", "--json", env=env, cwd=folder))
+    assert [m["fact"] for m in listed["memories"]] == ["I work in Celsius"]
+    assert listed["user"] == "ada"
+    items = client.store.search_items(("ferry", "memories", "ada"))["items"]
+    assert [i["value"]["fact"] for i in items] == ["I work in Celsius"]
 
-        second = client.threads.create()["thread_id"]
-        assert ask_server(client, second, "What do you remember?") == (
-            "Remembered: - I work in Celsius"
-        )
-        done = succeeded(cli("ask", "what do you remember about celsius?", env=env, cwd=tmp_path))
-        assert done.stdout == "Remembered: - I work in Celsius\n"
+    second = client.threads.create()["thread_id"]
+    assert ask_server(client, second, "What do you remember?") == (
+        "Remembered: - I work in Celsius"
+    )
+    done = succeeded(cli("ask", "what do you remember about celsius?", env=env, cwd=folder))
+    assert done.stdout == "Remembered: - I work in Celsius\n"
 
-        succeeded(cli("memory", "forget", "--all", env=env, cwd=tmp_path))
-        third = client.threads.create()["thread_id"]
-        assert ask_server(client, third, "What do you remember?") == (
-            "Remembered: Nothing is remembered yet."
-        )
-        assert client.store.search_items(("ferry", "memories", "ada"))["items"] == []
+    succeeded(cli("memory", "forget", "--all", env=env, cwd=folder))
+    third = client.threads.create()["thread_id"]
+    assert ask_server(client, third, "What do you remember?") == (
+        "Remembered: Nothing is remembered yet."
+    )
+    assert client.store.search_items(("ferry", "memories", "ada"))["items"] == []
 
 
-def test_a_client_sends_an_answer_schema_with_its_run(
-    cli: Ferry, tmp_path: Path, env: dict[str, str]
-) -> None:
+def test_a_client_sends_an_answer_schema_with_its_run(cli: Ferry, studio: Studio) -> None:
+    client, env, folder = studio.client, studio.env, studio.folder
     schema = {"title": "Sum", "type": "object", "properties": {"total": {"type": "integer"}}}
     question = {"messages": [{"role": "user", "content": "What is 150 * 3?"}]}
-    with langgraph_dev(
-        tmp_path, env, expected_errors=("graph.core.settings.ConfigError",)
-    ) as client:
-        thread_id = client.threads.create()["thread_id"]
-        values = client.runs.wait(
-            thread_id, "agent", input=question, config={"configurable": {"response_format": schema}}
-        )
-        assert isinstance(values, dict), values
-        assert values["stop_reason"] == "answered"
-        assert values["structured_response"] == {"total": 450}
+    thread_id = client.threads.create()["thread_id"]
+    values = client.runs.wait(
+        thread_id, "agent", input=question, config={"configurable": {"response_format": schema}}
+    )
+    assert isinstance(values, dict), values
+    assert values["stop_reason"] == "answered"
+    assert values["structured_response"] == {"total": 450}
 
-        # A schema that cannot work fails the run before it stores anything.
-        bad = {"configurable": {"response_format": {"type": "array"}}}
-        failed = client.runs.create(thread_id, "agent", input=question, config=bad)
-        client.runs.join(thread_id, failed["run_id"])
-        assert client.runs.get(thread_id, failed["run_id"])["status"] == "error"
-        stored = server_messages(client, thread_id)
-        assert types(stored) == ["human", "ai", "tool", "ai", "tool"]
+    # A schema that cannot work fails the run before it stores anything.
+    bad = {"configurable": {"response_format": {"type": "array"}}}
+    failed = client.runs.create(thread_id, "agent", input=question, config=bad)
+    client.runs.join(thread_id, failed["run_id"])
+    assert client.runs.get(thread_id, failed["run_id"])["status"] == "error"
+    stored = server_messages(client, thread_id)
+    assert types(stored) == ["human", "ai", "tool", "ai", "tool"]
 
     # The CLI reads the same thread: the answer tool's call and result are in its history.
-    shown = one_json_object(cli("history", "--thread", thread_id, "--json", env=env, cwd=tmp_path))
+    shown = one_json_object(cli("history", "--thread", thread_id, "--json", env=env, cwd=folder))
     assert [m["role"] for m in shown["messages"]][-2:] == ["assistant", "tool"]

@@ -29,6 +29,7 @@ from langgraph_sdk.client import SyncLangGraphClient
 REPO = Path(__file__).resolve().parents[2]
 LANGGRAPH = Path(sys.executable).with_name("langgraph")
 STARTUP_TIMEOUT_S = 60.0
+READY_POLL_S = 0.05  # a refused connection costs nothing: a test waits no longer than it must
 STOP_TIMEOUT_S = 15.0
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -133,7 +134,7 @@ def wait_until_ready(url: str, process: subprocess.Popen[bytes], log_path: Path)
                     return
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
-        time.sleep(0.2)
+        time.sleep(READY_POLL_S)
     raise AssertionError(f"not serving after {STARTUP_TIMEOUT_S} s\n{server_log(log_path)}")
 
 
