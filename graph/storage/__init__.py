@@ -147,7 +147,7 @@ def sqlite_saver(
 
 @contextmanager
 def open_sqlite_saver(
-    path: Path, *, fold: Fold | None = None, serde: FerrySerializer | None = None
+    path: Path | str, *, fold: Fold | None = None, serde: FerrySerializer | None = None
 ) -> Iterator[FerrySaver]:
     """A saver on `path` for the length of a command, closed afterwards (`fold`, `serde` as above).
 
@@ -174,7 +174,7 @@ if TYPE_CHECKING:
     AsyncSaver: TypeAlias = FerrySaver | AsyncFerryPostgresSaver
     """What `open_async_saver` yields."""
 
-Checkpointer = TypeVar("Checkpointer", bound="BaseCheckpointSaver[Any]")
+_Checkpointer = TypeVar("_Checkpointer", bound="BaseCheckpointSaver[Any]")
 
 
 def default_saver(settings: Settings, *, fold: Fold | None = None) -> Saver:
@@ -211,12 +211,10 @@ def _open_saver(settings: Settings, fold: Fold | None) -> Iterator[Saver]:
             yield postgres
         return
     try:
-        conn = open_file(settings.db)
+        opened = sqlite_saver(settings.db, fold=fold)
     except OSError as exc:  # its folder cannot be created
         raise _database_error(settings, exc) from exc
-    from graph.storage.sqlite.saver import FerrySaver
-
-    with _closed_afterwards(FerrySaver(conn, fold=fold)) as saver:
+    with _closed_afterwards(opened) as saver:
         yield saver
 
 
@@ -240,13 +238,13 @@ async def open_async_saver(
 
     from graph.storage.sqlite.saver import FerrySaver, connect
 
-    conn = await asyncio.to_thread(connect, settings.db)
+    conn = await asyncio.to_thread(connect, settings.db)  # not read-only: the server writes
     with _closed_afterwards(FerrySaver(conn, serde, fold=fold)) as saver:
         await asyncio.to_thread(saver.setup)
         yield saver
 
 
-def given_saver(checkpointer: Checkpointer, *, fold: Fold) -> Checkpointer:
+def given_saver(checkpointer: _Checkpointer, *, fold: Fold) -> _Checkpointer:
     """A checkpointer a caller handed in, used as given (`graph.storage.sqlite.stock`).
 
     Only a Ferry saver opened without a reducer is given `fold`, the graph's: it then folds
