@@ -255,8 +255,10 @@ async def serve(
     client = await connect(settings, runtime=runtime)
     model = make_model(settings.model)  # a missing key fails now, not at the first turn
     others = {spec: _listed_model(spec) for spec in WorkerModels().specs()}
-    stored = open_saver(settings, fold=fold_messages)
-    with stored as saver, open_store(settings.db, settings.database_url) as store:
+    with (
+        open_saver(settings, fold=fold_messages) as saver,
+        open_store(settings.db, settings.database_url) as store,
+    ):
 
         def graph_for_model(spec: str) -> FerryGraph:
             chosen = settings.model_copy(update={"model": spec})
