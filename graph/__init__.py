@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from graph.storage.history.folding import fold_by_default
-
 if TYPE_CHECKING:
     from langgraph.graph.state import CompiledStateGraph
 
@@ -17,18 +15,19 @@ if TYPE_CHECKING:
 
     graph: CompiledStateGraph[Any, Any, Any, Any]
 
-__all__ = ["build_graph", "graph"]
+__all__ = ["build_graph", "fold_messages", "graph"]
 
 
-def _fold_messages(messages: list[Any], updates: Any) -> list[Any]:
-    """Ferry's `messages` reducer, imported when a saver first folds (`graph.state`)."""
-    from graph.state import fold_messages
+def fold_messages(messages: list[Any], updates: Any) -> list[Any]:
+    """Fold updates into messages with Ferry's reducer (`graph.state`), imported when first used.
 
-    return fold_messages(messages, updates)
+    What Ferry's commands hand the savers they open (`graph.storage.open_saver(settings,
+    fold=...)`): storage imports nothing of the agent, and a command that only lists threads
+    loads the loop only if one must be rebuilt.
+    """
+    from graph.state import fold_messages as fold
 
-
-# Storage imports nothing of the agent: it is handed the reducer (graph.storage.history.folding).
-fold_by_default(_fold_messages)
+    return fold(messages, updates)
 
 
 def __getattr__(name: str) -> Any:

@@ -22,7 +22,7 @@ from graph.core.settings import ConfigError, Settings, get_settings
 from graph.nodes import AgentNodes, RunContext
 from graph.provenance import admit_run, admit_updates
 from graph.routing import route_after_check
-from graph.state import FerryInput, FerryOutput, FerryState
+from graph.state import FerryInput, FerryOutput, FerryState, fold_messages
 from graph.threads.lease import aleased, leased, remember_settings
 
 log = logging.getLogger("ferry.loop")
@@ -264,8 +264,9 @@ def build_graph(
         model: The chat model; by default the one `FERRY_MODEL` names, created on first use.
         tools: The tools; by default `tools.TOOLS` and the tools of the MCP servers in
             `FERRY_MCP_CONFIG` (or `./mcp.json`), started once per process.
-        checkpointer: Where threads are stored, used as given; by default Postgres at
-            `FERRY_DATABASE_URL` when it is set, else SQLite at `FERRY_DB`.
+        checkpointer: Where threads are stored, used as given (a Ferry saver opened without
+            a reducer is handed Ferry's); by default Postgres at `FERRY_DATABASE_URL` when
+            it is set, else SQLite at `FERRY_DB`.
         settings: Ferry's settings; by default read from the environment and `.env`.
         store: The long-term memory store (`remember` and `recall`, offered with the default
             tools when there is one); by default LangGraph's store in the same database as
@@ -280,12 +281,12 @@ def build_graph(
         from graph.storage import default_saver
         from graph.storage.stores import default_store
 
-        checkpointer = default_saver(settings)
+        checkpointer = default_saver(settings, fold=fold_messages)
         store = store or default_store(settings.db, settings.database_url)
     else:  # the caller's, used as given (a stock SQLite saver's cost logged once)
-        from graph.storage.sqlite.stock import as_given
+        from graph.storage import given_saver
 
-        checkpointer = as_given(checkpointer)
+        checkpointer = given_saver(checkpointer, fold=fold_messages)
     return _compile(
         settings,
         model,

@@ -85,6 +85,7 @@ def _built(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryGraph
     from graph.builder import build_graph
     from graph.core.log import configure_logging
     from graph.models import make_model
+    from graph.state import fold_messages
     from graph.storage import open_saver
     from graph.storage.stores import StoreOnFirstUse
 
@@ -95,7 +96,7 @@ def _built(args: argparse.Namespace, *, need_model: bool) -> Iterator[FerryGraph
     tools: list[BaseTool] | None = None
     if not need_model:  # a command that only reads threads runs no tool: none to start or approve
         tools, settings = [], settings.model_copy(update={"approve_tools": ""})
-    with open_saver(settings) as saver, ExitStack() as stack:
+    with open_saver(settings, fold=fold_messages) as saver, ExitStack() as stack:
         # A turn may remember and recall: its store beside the threads (none to read them),
         # opened when the turn first uses it.
         store = None

@@ -31,10 +31,11 @@ def changed_settings(settings: Settings) -> dict[str, str]:
 
 def check_database(settings: Settings) -> dict[str, Any]:
     """Open the database and count its threads: `{"ok": True, "threads": N}` or the error."""
+    from graph import fold_messages
     from graph.storage import open_saver
 
     try:
-        with open_saver(settings) as saver:
+        with open_saver(settings, fold=fold_messages) as saver:
             return {"ok": True, "threads": sum(1 for _ in saver.thread_ids())}
     except Exception as exc:  # noqa: BLE001 - reported, not raised: info shows what is wrong
         return {"ok": False, "error": str(exc)}

@@ -132,6 +132,7 @@ def cmd_undo(args: argparse.Namespace) -> int:
 
 def cmd_threads(args: argparse.Namespace) -> int:
     """List stored threads, most recently updated first."""
+    from graph import fold_messages
     from graph.core.settings import get_settings
     from graph.storage import database_name, open_saver
     from graph.storage.threads.reading import list_threads, listed_from_rows
@@ -139,7 +140,7 @@ def cmd_threads(args: argparse.Namespace) -> int:
     settings = get_settings()
     threads = None if settings.database_url else listed_from_rows(settings.db)
     if threads is None:
-        with open_saver(settings) as saver:
+        with open_saver(settings, fold=fold_messages) as saver:
             threads = list_threads(saver)
     if args.json:
         print_json({"threads": threads})
@@ -164,11 +165,12 @@ def _cutoff(text: str) -> datetime:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     """Delete one thread and compact the database."""
+    from graph import fold_messages
     from graph.core.settings import get_settings
     from graph.storage import open_saver
 
     settings = get_settings()
-    with open_saver(settings) as saver:
+    with open_saver(settings, fold=fold_messages) as saver:
         if saver.get_tuple(thread_config(args.thread)) is None:
             raise UserError(f"unknown thread {args.thread!r} (see `ferry threads`)")
         saver.delete_thread(args.thread)
@@ -183,13 +185,14 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     """Keep the last N checkpoints per thread, or drop threads not updated since a date."""
+    from graph import fold_messages
     from graph.core.settings import get_settings
     from graph.storage import open_saver
     from graph.storage.threads.reading import list_threads
 
     cutoff = _cutoff(args.before) if args.before else None
     removed = 0
-    with open_saver(get_settings()) as saver:
+    with open_saver(get_settings(), fold=fold_messages) as saver:
         before = saver.stored_bytes()
         deleted = saver.threads_updated_before(cutoff) if cutoff is not None else []
         if args.keep:  # first: a database that cannot prune them refuses before any change

@@ -1,14 +1,13 @@
 """The LangGraph server's persistence: the same `FERRY_DB` file, in the same format, as the CLI.
 
 `langgraph.json` names `checkpointer` below, so threads started in Studio continue with
-`ferry ask --thread <id>`, and the other way round. It is Ferry's own SQLite saver: its async
-methods run the sync ones in worker threads (`graph.storage.sqlite.in_threads`), so the server's
-event loop never waits on SQLite.
+`ferry ask --thread <id>`, and the other way round. It is opened where every Ferry saver is
+(`graph.storage.open_async_saver`), handed Ferry's reducer: the server compiles the graph
+without a saver and supplies this one per run, so `build_graph` never gets to hand it.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -17,25 +16,14 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from graph.core.settings import get_settings
 from graph.state import fold_messages
+from graph.storage import open_async_saver
 from graph.storage.codec.serde import serializer
-from graph.storage.sqlite.saver import FerrySaver, connect
 
 
 @asynccontextmanager
 async def checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """Open the saver on `FERRY_DB` (or `FERRY_DATABASE_URL`) for the server's lifetime."""
     settings = get_settings()
-    if settings.database_url:
-        from graph.storage.postgres.saver import async_postgres_saver
-
-        async with async_postgres_saver(settings.database_url, fold=fold_messages) as postgres:
-            yield postgres
-        return
-    conn = await asyncio.to_thread(connect, settings.db)
-    saver = FerrySaver(conn, serde=serializer(settings), fold=fold_messages)
-    await asyncio.to_thread(saver.setup)
-    try:
+    serde = serializer(settings)
+    async with open_async_saver(settings, fold=fold_messages, serde=serde) as saver:
         yield saver
-    finally:
-        with saver.lock:  # a run may still be saving from a worker thread
-            saver.conn.close()

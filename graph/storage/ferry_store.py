@@ -13,12 +13,16 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from graph.storage.history.folding import Fold
     from graph.storage.leases.sqlite import LeaseStore
 
 
 @runtime_checkable
 class FerryStore(Protocol):
     """A Ferry saver: started calls, leases on threads, and the upkeep of what is stored."""
+
+    fold: Fold | None
+    """The `messages` reducer it folds histories with; None leaves them to LangGraph."""
 
     def first_start(self, thread_id: str, tool_call_id: str) -> bool:
         """Record that a call is starting; False if it had started before."""

@@ -208,6 +208,8 @@ _BLOBS_BY_KEY = """
 def postgres_select_sql() -> str:
     """LangGraph's checkpoint query (`SELECT_SQL`) with each channel's blob found by its key.
 
+    Ferry's Postgres savers set it as their class attribute `SELECT_SQL`, which LangGraph's
+    `get_tuple` and `list` read the query from (`self.SELECT_SQL`, sync and async alike).
     LangGraph's joins the checkpoint's channel versions to every blob of the thread, which the
     planner runs as a scan of them all (thousands for a long thread) for each checkpoint read.
     Each blob is one primary-key lookup here (LIMIT keeps the LATERAL from being flattened into

@@ -246,6 +246,7 @@ async def serve(
     """
     from graph.builder import build_graph
     from graph.models import make_model
+    from graph.state import fold_messages
     from graph.storage import open_saver
     from graph.storage.stores import open_store
     from graph.temporal.client import connect
@@ -254,7 +255,10 @@ async def serve(
     client = await connect(settings, runtime=runtime)
     model = make_model(settings.model)  # a missing key fails now, not at the first turn
     others = {spec: _listed_model(spec) for spec in WorkerModels().specs()}
-    with open_saver(settings) as saver, open_store(settings.db, settings.database_url) as store:
+    with (
+        open_saver(settings, fold=fold_messages) as saver,
+        open_store(settings.db, settings.database_url) as store,
+    ):
 
         def graph_for_model(spec: str) -> FerryGraph:
             chosen = settings.model_copy(update={"model": spec})

@@ -26,6 +26,7 @@ from graph.builder import _compile  # the served graph's own recipe, on this mod
 from graph.core.settings import Settings
 from graph.guards import INTERRUPTED
 from graph.server.checkpointer import checkpointer as server_checkpointer
+from graph.state import fold_messages
 from graph.storage import FerrySaver, connect, sqlite_saver
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
 
@@ -66,7 +67,8 @@ def peek(what: str) -> str:
     Args:
         what: anything.
     """
-    saver = sqlite_saver(Path("ferry.db"))  # the run's file, through another connection
+    # The run's file, through another connection, folding as the run's saver does.
+    saver = sqlite_saver(Path("ferry.db"), fold=fold_messages)
     try:
         stored = saver.get_tuple(CONFIG)
         assert stored is not None

@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from graph.state import fold_messages
 from graph.storage.postgres.saver import async_postgres_saver, open_postgres_saver
 from graph.storage.threads.reading import list_threads
 from tests.support.pg_threads import THREAD, from_the_start, run, scripted_agent
@@ -27,7 +28,7 @@ TURNS = 60  # 240 messages: the history is saved at 200, a cold read replays the
 def database_url(postgres_server: PostgresServer) -> str:
     """A database holding one long thread and one short one."""
     url = postgres_server.create_database(f"test_{uuid.uuid4().hex[:12]}")
-    with open_postgres_saver(url) as saver:
+    with open_postgres_saver(url, fold=fold_messages) as saver:
         agent = scripted_agent(saver, range(TURNS + 1))
         run(agent, range(TURNS))
         short = {"configurable": {"thread_id": "short"}}
@@ -52,7 +53,7 @@ def test_a_new_saver_reads_a_long_thread_from_its_saved_history(
         saved = conn.execute("SELECT thread_id, messages FROM ferry_histories").fetchall()
     assert saved == [("long", 200)]
 
-    with open_postgres_saver(database_url) as saver:
+    with open_postgres_saver(database_url, fold=fold_messages) as saver:
         cold = saver.get_delta_channel_history(config=THREAD, channels=["messages"])
     messages = cold["messages"]["seed"]
 
@@ -64,7 +65,7 @@ def test_a_new_saver_reads_a_long_thread_from_its_saved_history(
 
 
 def test_an_older_checkpoint_reads_as_replaying_from_the_start_gives(database_url: str) -> None:
-    with open_postgres_saver(database_url) as saver:
+    with open_postgres_saver(database_url, fold=fold_messages) as saver:
         older = list(saver.list(THREAD, limit=90))[-1].config
         cold = saver.get_delta_channel_history(config=older, channels=["messages"])
     assert cold["messages"]["seed"] == from_the_start(database_url, older)
@@ -74,7 +75,7 @@ def test_the_servers_saver_reads_it_the_same_way(
     database_url: str, replays: list[tuple[int, int]]
 ) -> None:
     async def read() -> list[Any]:
-        async with async_postgres_saver(database_url) as saver:
+        async with async_postgres_saver(database_url, fold=fold_messages) as saver:
             cold = await saver.aget_delta_channel_history(config=THREAD, channels=["messages"])
             return list(cold["messages"]["seed"])
 
@@ -86,7 +87,7 @@ def test_the_servers_saver_reads_it_the_same_way(
 def test_the_listing_reads_the_summaries_and_delete_removes_ferrys_rows(
     database_url: str, replays: list[tuple[int, int]]
 ) -> None:
-    with open_postgres_saver(database_url) as saver:
+    with open_postgres_saver(database_url, fold=fold_messages) as saver:
         listed = list_threads(saver)
         assert [(t["thread_id"], t["messages"], t["title"]) for t in listed] == [
             ("short", 4, "short one"),

@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from graph.state import fold_messages
 from graph.storage.history.messages import PART
 from graph.storage.postgres.saver import async_postgres_saver, open_postgres_saver
 from tests.support.pg_threads import THREAD, from_the_start, run, scripted_agent
@@ -29,7 +30,7 @@ def grown(postgres_server: PostgresServer) -> str:
     """The name of a database holding one thread of `TURNS` turns, grown by one process."""
     name = f"grown_{uuid.uuid4().hex[:12]}"
     url = postgres_server.create_database(name)
-    with open_postgres_saver(url) as saver:
+    with open_postgres_saver(url, fold=fold_messages) as saver:
         run(scripted_agent(saver, range(TURNS)), range(TURNS))
     return name
 
@@ -54,7 +55,7 @@ def _parts(url: str) -> list[tuple[Any, ...]]:
 
 
 def _cold(url: str, config: Any = THREAD) -> list[Any]:
-    with open_postgres_saver(url) as saver:
+    with open_postgres_saver(url, fold=fold_messages) as saver:
         return list(saver.get_delta_channel_history(config=config, channels=["messages"])[
             "messages"
         ]["seed"])  # fmt: skip
@@ -71,7 +72,7 @@ def test_one_base_extended_by_parts_and_a_cold_read_replays_less_than_a_part(
 
     assert _cold(url) == from_the_start(url)
     [(walked, rows)] = replays
-    with open_postgres_saver(url) as saver:
+    with open_postgres_saver(url, fold=fold_messages) as saver:
         newest_first = [s.config["configurable"]["checkpoint_id"] for s in saver.list(THREAD)]
     assert walked == newest_first.index(_parts(url)[-1][1])  # the walk stopped at the last part
     assert rows < PART
@@ -81,7 +82,7 @@ def test_the_servers_saver_reads_from_the_parts_too(
     url: str, replays: list[tuple[int, int]]
 ) -> None:
     async def read() -> list[Any]:
-        async with async_postgres_saver(url) as saver:
+        async with async_postgres_saver(url, fold=fold_messages) as saver:
             cold = await saver.aget_delta_channel_history(config=THREAD, channels=["messages"])
             return list(cold["messages"]["seed"])
 
@@ -94,7 +95,7 @@ def test_the_servers_saver_appends_parts(postgres_server: PostgresServer) -> Non
     url = postgres_server.create_database(f"test_{uuid.uuid4().hex[:12]}")
 
     async def grow() -> None:
-        async with async_postgres_saver(url) as saver:
+        async with async_postgres_saver(url, fold=fold_messages) as saver:
             agent = scripted_agent(saver, range(60))
             for turn in range(60):
                 await agent.ainvoke({"messages": [("user", f"question {turn}")]}, THREAD)
@@ -112,13 +113,13 @@ def test_a_part_that_does_not_fit_is_passed_over(url: str, replays: list[tuple[i
         )
     assert _cold(url) == from_the_start(url)
     [(walked, rows)] = replays
-    with open_postgres_saver(url) as saver:
+    with open_postgres_saver(url, fold=fold_messages) as saver:
         newest_first = [s.config["configurable"]["checkpoint_id"] for s in saver.list(THREAD)]
     assert walked == newest_first.index(_parts(url)[-2][1])  # from the part before it
 
 
 def test_an_older_checkpoint_reads_as_replaying_from_the_start_gives(url: str) -> None:
-    with open_postgres_saver(url) as saver:
+    with open_postgres_saver(url, fold=fold_messages) as saver:
         states = [s.config for s in saver.list(THREAD)]
     for config in (states[30], states[len(states) // 3], states[-30]):
         assert _cold(url, config) == from_the_start(url, config)
@@ -127,7 +128,7 @@ def test_an_older_checkpoint_reads_as_replaying_from_the_start_gives(url: str) -
 
 def test_a_fork_past_the_base_appends_no_part_of_the_other_branch(url: str) -> None:
     base, parts = _base(url), _parts(url)
-    with open_postgres_saver(url) as saver:
+    with open_postgres_saver(url, fold=fold_messages) as saver:
         agent = scripted_agent(saver, range(1000, 1010))
         fork_point = next(
             s for s in agent.get_state_history(THREAD) if len(s.values["messages"]) == 240
@@ -142,7 +143,7 @@ def test_a_fork_past_the_base_appends_no_part_of_the_other_branch(url: str) -> N
 
 def test_delete_leaves_no_part_behind(url: str) -> None:
     assert _parts(url)
-    with open_postgres_saver(url) as saver:
+    with open_postgres_saver(url, fold=fold_messages) as saver:
         saver.delete_thread("long")
     assert _base(url) == [] and _parts(url) == []
 

@@ -22,6 +22,7 @@ from langchain_core.tools import tool
 
 from graph import build_graph
 from graph.core.settings import Settings
+from graph.state import fold_messages
 from graph.storage import FerrySaver, sqlite_saver
 from graph.storage.history import replay as history
 from graph.storage.sqlite.retention import prune_thread
@@ -179,7 +180,8 @@ def test_prune_then_delete_leave_nothing_of_the_thread_behind(
     with closing(sqlite3.connect(db)) as conn:
         assert part_rows(conn, THREAD), "a long thread keeps its messages in parts"
 
-    prune_thread(sqlite_saver(db), THREAD, keep=3)  # `ferry prune`, from another process
+    pruning = sqlite_saver(db, fold=fold_messages)  # `ferry prune`, from another process
+    prune_thread(pruning, THREAD, keep=3)
     kept = list(sqlite_saver(db).list(CONFIG))
     with closing(sqlite3.connect(db)) as conn:
         assert len(kept) == 3 and len(step_values(conn)) == 3 + other_steps

@@ -14,6 +14,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
+from graph.state import fold_messages
 from graph.storage import sqlite_saver
 
 THREAD: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
@@ -30,7 +31,7 @@ def _texts(messages: list[Any]) -> list[str]:
 
 
 def test_writes_put_here_are_folded_whatever_their_order_with_the_put(tmp_path: Path) -> None:
-    saver = sqlite_saver(tmp_path / "ferry.db")
+    saver = sqlite_saver(tmp_path / "ferry.db", fold=fold_messages)
     parent = empty_checkpoint()
     config = {"configurable": {**THREAD["configurable"], "checkpoint_id": parent["id"]}}
     # LangGraph may store a task's writes before the checkpoint they belong to is put.
@@ -42,12 +43,14 @@ def test_writes_put_here_are_folded_whatever_their_order_with_the_put(tmp_path: 
     child = saver.put(config, empty_checkpoint(), {}, {})
 
     assert _texts(_history(saver, child)) == ["first", "second"]
-    assert _texts(_history(sqlite_saver(tmp_path / "ferry.db"), child)) == ["first", "second"]
+    cold = sqlite_saver(tmp_path / "ferry.db", fold=fold_messages)
+    assert _texts(_history(cold, child)) == ["first", "second"]
 
 
 def test_a_parent_another_process_put_is_read_back_with_every_write(tmp_path: Path) -> None:
     db = tmp_path / "ferry.db"
-    crashed, resumed = sqlite_saver(db), sqlite_saver(db)
+    crashed = sqlite_saver(db, fold=fold_messages)
+    resumed = sqlite_saver(db, fold=fold_messages)
     parent = empty_checkpoint()
     first = crashed.put(THREAD, parent, {}, {})
     call = AIMessage("", id="a1", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
@@ -65,7 +68,7 @@ def test_a_parent_another_process_put_is_read_back_with_every_write(tmp_path: Pa
 def test_a_write_stored_before_under_the_same_task_leaves_the_history_to_the_file(
     tmp_path: Path,
 ) -> None:
-    saver = sqlite_saver(tmp_path / "ferry.db")
+    saver = sqlite_saver(tmp_path / "ferry.db", fold=fold_messages)
     config = saver.put(THREAD, empty_checkpoint(), {}, {})
     saver.put_writes(config, [("messages", [HumanMessage("kept", id="h1")])], "task-a")
     # The same task's write again (a retry): LangGraph's savers keep the first.
@@ -77,7 +80,7 @@ def test_a_write_stored_before_under_the_same_task_leaves_the_history_to_the_fil
 
 
 def test_a_second_child_of_a_checkpoint_reads_its_writes_back(tmp_path: Path) -> None:
-    saver = sqlite_saver(tmp_path / "ferry.db")
+    saver = sqlite_saver(tmp_path / "ferry.db", fold=fold_messages)
     parent = saver.put(THREAD, empty_checkpoint(), {}, {})
     saver.put_writes(parent, [("messages", [HumanMessage("asked", id="h1")])], "task-a")
     _history(saver, parent)

@@ -180,6 +180,21 @@ def test_langgraphs_select_sql_still_has_the_blob_join_ferry_rewrites() -> None:
     )
 
 
+def test_langgraphs_postgres_savers_read_their_query_from_the_select_sql_attribute() -> None:
+    pytest.importorskip("psycopg")
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    # Ferry's savers override the class attribute with internals.postgres_select_sql().
+    for saver in (PostgresSaver, AsyncPostgresSaver):
+        for method in ("get_tuple", "list") if saver is PostgresSaver else ("aget_tuple", "alist"):
+            source = inspect.getsource(getattr(saver, method))
+            assert "self.SELECT_SQL" in source, (
+                f"{saver.__name__}.{method} no longer reads its query from self.SELECT_SQL: "
+                "Ferry's Postgres savers would read with LangGraph's blob join again"
+            )
+
+
 @pytest.fixture(scope="module")
 def postgres_url() -> Iterator[str]:
     pytest.importorskip("psycopg")

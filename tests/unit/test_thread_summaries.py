@@ -24,6 +24,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graph import build_graph
 from graph.cli import main
+from graph.state import fold_messages
 from graph.storage import FerrySaver, sqlite_saver
 from graph.storage.sqlite import layout
 from graph.storage.sqlite.migration import migrate
@@ -40,6 +41,11 @@ def lookup(n: int) -> str:
         n: the record number.
     """
     return f"record {n}"
+
+
+def _listing_saver(db: Path) -> FerrySaver:
+    """A saver on `db` as `ferry threads` opens one: with Ferry's reducer."""
+    return sqlite_saver(db, fold=fold_messages)
 
 
 def _converse(
@@ -100,7 +106,7 @@ def db(tmp_path: Path) -> Path:
 
 
 def test_each_step_keeps_its_threads_summary_and_the_listing_rebuilds_nothing(db: Path) -> None:
-    expected = _rebuilt(sqlite_saver(db))
+    expected = _rebuilt(_listing_saver(db))
     listed = list_threads(_NoRebuilds(sqlite3.connect(db, check_same_thread=False)))
     assert listed == expected
     assert [(t["thread_id"], t["messages"], t["title"]) for t in listed] == [
@@ -119,11 +125,11 @@ def test_each_step_keeps_its_threads_summary_and_the_listing_rebuilds_nothing(db
 def test_a_thread_without_a_current_summary_is_rebuilt_once_and_its_row_rewritten(
     db: Path,
 ) -> None:
-    expected = _rebuilt(sqlite_saver(db))
+    expected = _rebuilt(_listing_saver(db))
     _sql(db, "DELETE FROM ferry_thread_summaries WHERE thread_id = 'older'")
     _sql(db, "UPDATE ferry_thread_summaries SET checkpoint_id = 'stale', messages = 99")
 
-    assert list_threads(sqlite_saver(db)) == expected
+    assert list_threads(_listing_saver(db)) == expected
     assert set(_rows(db)) == {"older", "newer"}
     assert list_threads(_NoRebuilds(sqlite3.connect(db, check_same_thread=False))) == expected
 
@@ -147,7 +153,7 @@ def test_a_file_from_before_the_summaries_lists_the_same_once_migrated(
     stock.conn.close()
     shutil.copy(db, tmp_path / "copy.db")
     migrate(tmp_path / "copy.db")
-    expected = _rebuilt(sqlite_saver(tmp_path / "copy.db"))
+    expected = _rebuilt(_listing_saver(tmp_path / "copy.db"))
     assert [t["thread_id"] for t in expected] == ["newer", "older"]
 
     before = _digest(db)
@@ -161,7 +167,7 @@ def test_a_file_from_before_the_summaries_lists_the_same_once_migrated(
     assert f"{db} holds 2 thread(s) in LangGraph's tables" in caplog.text
     assert _digest(db) == before  # read from a copy: the file is as it was
     assert main(["migrate", str(db)]) == 0
-    assert list_threads(sqlite_saver(db)) == expected  # migrated: the rows written on listing
+    assert list_threads(_listing_saver(db)) == expected  # migrated: the rows written on listing
     assert set(_rows(db)) == {"older", "newer"}
 
 
@@ -169,7 +175,7 @@ def test_continuing_deleting_and_pruning_a_thread_keep_the_rows_true(
     db: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _converse(db, {"older": 1})
-    assert [(t["thread_id"], t["messages"]) for t in list_threads(sqlite_saver(db))] == [
+    assert [(t["thread_id"], t["messages"]) for t in list_threads(_listing_saver(db))] == [
         ("older", 12),
         ("newer", 4),
     ]
@@ -186,9 +192,9 @@ def test_continuing_deleting_and_pruning_a_thread_keep_the_rows_true(
     [("messages", "os.system"), ("messages", -1), ("title", b"\x80"), ("updated_at", "yesterday")],
 )
 def test_a_summary_of_the_wrong_shape_is_not_trusted(db: Path, column: str, planted: Any) -> None:
-    expected = _rebuilt(sqlite_saver(db))
+    expected = _rebuilt(_listing_saver(db))
     _sql(db, f"UPDATE ferry_thread_summaries SET {column} = ?", planted)
-    assert list_threads(sqlite_saver(db)) == expected
+    assert list_threads(_listing_saver(db)) == expected
 
 
 def test_a_planted_title_is_text_shown_escaped_and_runs_nothing(
@@ -219,4 +225,4 @@ def test_with_a_key_the_title_is_stored_sealed_and_listed_without_rebuilds(
     assert [t["title"] for t in listed] == ["secret question 0"]
 
     monkeypatch.setenv("FERRY_ENCRYPTION_KEY", "another key of 32 characters!!!!")
-    assert list_threads(sqlite_saver(db)) == []  # not opened: rebuilt, refused, left out
+    assert list_threads(_listing_saver(db)) == []  # not opened: rebuilt, refused, left out

@@ -21,6 +21,7 @@ from langgraph.graph import StateGraph
 
 from graph import build_graph
 from graph.server.checkpointer import checkpointer
+from graph.state import fold_messages
 from graph.storage import FerrySaver, sqlite_saver
 from graph.storage.codec.serde import serializer
 from graph.storage.sqlite.migration import MigrationError, migrate
@@ -138,7 +139,7 @@ def test_prune_keeps_the_latest_checkpoint_and_its_history(tmp_path: Path) -> No
     db = tmp_path / "p.db"
     for i in range(3):
         _turn(sqlite_saver(db), f"q{i}", f"a{i}")
-    sqlite_saver(db).prune(["t"], strategy="keep_latest")
+    sqlite_saver(db, fold=fold_messages).prune(["t"], strategy="keep_latest")
     assert len(list(sqlite_saver(db).list(CONFIG))) == 1
     assert _turn(sqlite_saver(db), "q3", "a3") == ["q0", "a0", "q1", "a1", "q2", "a2", "q3", "a3"]
 

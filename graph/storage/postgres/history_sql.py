@@ -6,8 +6,6 @@ the parts that extend it since.
 
 from __future__ import annotations
 
-from graph.storage.internals import postgres_select_sql
-
 SAVED_HISTORIES_TABLE = (
     "CREATE TABLE IF NOT EXISTS ferry_histories (thread_id TEXT NOT NULL, "
     "checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL, messages INTEGER NOT NULL, "
@@ -85,6 +83,3 @@ WRITES = (
     "WHERE thread_id = %(thread)s AND checkpoint_ns = %(ns)s AND channel = 'messages' "
     "AND checkpoint_id BETWEEN %(first)s AND %(last)s AND checkpoint_id = ANY(%(chain)s::text[])"
 )
-
-SELECT_SQL = postgres_select_sql()
-"""LangGraph's checkpoint query with each channel's blob found by its key (see internals)."""

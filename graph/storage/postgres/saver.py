@@ -23,12 +23,11 @@ from graph.core.settings import ConfigError
 from graph.storage.codec.allowlist import NamesThreadOnRefusal
 from graph.storage.codec.serde import serializer
 from graph.storage.errors import NotSupportedByDatabase
-from graph.storage.history.folding import Fold, default_fold
+from graph.storage.history.folding import Fold
 from graph.storage.history.messages import History
-from graph.storage.internals import postgres_cursor, saver_loop
+from graph.storage.internals import postgres_cursor, postgres_select_sql, saver_loop
 from graph.storage.leases.sqlite import LeaseStore
 from graph.storage.postgres import layout_versions, runs, summaries
-from graph.storage.postgres.history_sql import SELECT_SQL
 from graph.storage.postgres.tables import (
     DELETE_FERRY_ROWS,
     FORGET_START,
@@ -89,11 +88,12 @@ class FerryPostgresSaver(NamesThreadOnRefusal, PostgresSaver):
     (`graph.storage.ferry_store`): the loop and the CLI rely on it as one.
     """
 
-    SELECT_SQL = SELECT_SQL
+    SELECT_SQL = postgres_select_sql()  # each blob found by its key (`internals`)
+    fold: Fold | None = None  # the `messages` reducer, handed in (`history.folding`)
 
     def __init__(self, conn: Connection, *, fold: Fold | None = None) -> None:
         super().__init__(conn, serde=serializer())
-        self.fold = fold or default_fold()  # the `messages` reducer (`history.folding`)
+        self.fold = fold
         self.kept = KeptHistories(lambda: self.serde, lambda: self.fold)
 
     def get_delta_channel_history(
@@ -246,10 +246,13 @@ def postgres_setup(url: str) -> None:
 
 
 @contextmanager
-def open_postgres_saver(url: str) -> Iterator[FerryPostgresSaver]:
-    """A saver on one connection for the length of a command, closed afterwards."""
+def open_postgres_saver(url: str, *, fold: Fold | None = None) -> Iterator[FerryPostgresSaver]:
+    """A saver on one connection for the length of a command, closed afterwards.
+
+    `fold` is the `messages` reducer (`graph.storage.history.folding`), as for every saver.
+    """
     conn = connect(url)
-    saver = FerryPostgresSaver(conn)
+    saver = FerryPostgresSaver(conn, fold=fold)
     try:
         _set_up(conn)
         yield saver
@@ -267,11 +270,12 @@ class AsyncFerryPostgresSaver(NamesThreadOnRefusal, AsyncPostgresSaver):
     stored threads is a command's (`ferry prune`, on the sync saver).
     """
 
-    SELECT_SQL = SELECT_SQL
+    SELECT_SQL = FerryPostgresSaver.SELECT_SQL
+    fold: Fold | None = None
 
     def __init__(self, conn: Any, *, serde: Any = None, fold: Fold | None = None) -> None:
         super().__init__(conn, serde=serde or serializer())
-        self.fold = fold or default_fold()
+        self.fold = fold
         self.kept = KeptHistories(lambda: self.serde, lambda: self.fold)
 
     async def aget_delta_channel_history(
@@ -360,7 +364,7 @@ class AsyncFerryPostgresSaver(NamesThreadOnRefusal, AsyncPostgresSaver):
             self.kept.forget(thread_id)
 
 
-def postgres_saver(url: str) -> FerryPostgresSaver:
+def postgres_saver(url: str, *, fold: Fold | None = None) -> FerryPostgresSaver:
     """A saver on a connection pool that lives as long as the process and replaces lost links."""
     postgres_setup(url)
     pool = ConnectionPool(
@@ -374,12 +378,12 @@ def postgres_saver(url: str) -> FerryPostgresSaver:
         open=True,
     )
     atexit.register(pool.close)
-    return FerryPostgresSaver(pool)
+    return FerryPostgresSaver(pool, fold=fold)
 
 
 @asynccontextmanager
 async def async_postgres_saver(
-    url: str, *, fold: Fold | None = None
+    url: str, *, fold: Fold | None = None, serde: Any = None
 ) -> AsyncIterator[AsyncFerryPostgresSaver]:
     """The server's saver, on a connection pool open for the server's lifetime."""
     await asyncio.to_thread(postgres_setup, url)
@@ -393,4 +397,4 @@ async def async_postgres_saver(
         name="ferry-server",
         open=False,  # opened by `async with`
     ) as pool:
-        yield AsyncFerryPostgresSaver(pool, serde=serializer(), fold=fold)
+        yield AsyncFerryPostgresSaver(pool, serde=serde or serializer(), fold=fold)

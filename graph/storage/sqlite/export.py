@@ -24,7 +24,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP, CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from graph.storage import open_file
+from graph.storage import open_sqlite_saver
 from graph.storage.errors import DatabaseError
 from graph.storage.sqlite.layout import text_of
 
@@ -46,14 +46,12 @@ def export_to_langgraph(
     path: Path, out: Path, *, thread_ids: Sequence[str] = (), serde: Any = None
 ) -> Exported:
     """Write the threads of Ferry's file `path` (or those named) into a new stock file `out`."""
-    from graph.storage.sqlite.saver import FerrySaver
-
     if not path.is_file():
         raise ExportError(f"{path}: no such file")
     if out.exists():
         raise ExportError(f"{out} exists: export writes a new file; name another, or remove it")
-    saver = FerrySaver(open_file(path), serde)
-    try:
+    # No reducer: the rows are copied as stored, never folded into messages.
+    with open_sqlite_saver(path, serde=serde) as saver:
         stored = saver.thread_ids()
         if missing := [t for t in thread_ids if t not in stored]:
             raise ExportError(f"{path}: no thread {missing[0]!r} in Ferry's tables")
@@ -63,9 +61,6 @@ def export_to_langgraph(
             os.replace(partial, out)
         finally:
             partial.unlink(missing_ok=True)
-    finally:
-        with saver.lock:
-            saver.conn.close()
     report.out = out
     return report
 

@@ -29,7 +29,7 @@ from langgraph.checkpoint.base import (
 
 from graph.storage.codec.allowlist import naming_thread
 from graph.storage.codec.serde import FerrySerializer, serializer
-from graph.storage.history.folding import Fold, default_fold
+from graph.storage.history.folding import Fold
 from graph.storage.history.held import Histories, StepsPutHere
 from graph.storage.internals import DeltaChannelHistory, stock_next_version
 from graph.storage.sqlite import (
@@ -58,10 +58,12 @@ __all__ = ["THREADS_WITH_STEPS", "FerrySaver", "connect"]
 class FerrySaver(AsyncInThreads):
     """A SQLite saver in Ferry's layout that keeps the histories it rebuilt, in memory.
 
-    `fold` is the `messages` reducer (`graph.storage.history.folding`): by default the one the
-    `graph` package gives, Ferry's. A `FerryStore` (`graph.storage.ferry_store`): the loop and
-    the CLI rely on it as one.
+    `fold` is the `messages` reducer (`graph.storage.history.folding`), handed in by whoever
+    opens the saver; without one, LangGraph folds the writes with the graph's. A `FerryStore`
+    (`graph.storage.ferry_store`): the loop and the CLI rely on it as one.
     """
+
+    fold: Fold | None = None
 
     def __init__(
         self,
@@ -72,7 +74,7 @@ class FerrySaver(AsyncInThreads):
     ) -> None:
         super().__init__(serde=serde or serializer())
         self.file = SqliteFile(conn)
-        self.fold = fold or default_fold()
+        self.fold = fold
         self.histories = Histories()
         self.steps = StepsPutHere(self.histories)
         # Per (thread, namespace): the length of the history at the newest part known here.
