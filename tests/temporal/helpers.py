@@ -103,6 +103,11 @@ class DevServer:
                 raise DevServerError(f"the Temporal dev server did not start: {output}")
             time.sleep(0.2)
 
+    @property
+    def running(self) -> bool:
+        """Whether the server was started and not stopped since."""
+        return self._process is not None
+
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL if it lingers)."""
         server, self._process = self._process, None
