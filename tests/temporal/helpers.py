@@ -1,4 +1,4 @@
-"""What the Temporal tests share: workers (in this process or another), histories, replays."""
+"""What the Temporal tests share: servers, workers (here or in a process), histories, replays."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,9 @@ from graph.storage import open_saver
 from graph.temporal.shapes import workflow_id
 from graph.temporal.worker import serve_graph
 from graph.temporal.workflow import FerryTurn
+from tests.support.cli_helpers import ferry_env
 from tests.support.langgraph_dev import free_port
+from tests.support.servers.openai import OpenAIServer
 from tests.temporal.worker_process import TOOLS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,6 +133,52 @@ def dev_server(folder: Path) -> Iterator[str]:
         yield server.address
     finally:
         server.stop()
+
+
+_CLIENT_SETTINGS = (
+    *("FERRY_DB", "FERRY_TEMPORAL_ADDRESS", "FERRY_TEMPORAL_TASK_QUEUE", "FERRY_LEASE_TIMEOUT_S"),
+    *("OPENAI_API_KEY", "OPENAI_BASE_URL", "FERRY_MODEL", "FERRY_TEST_TOOL_LOG"),
+)
+"""The settings a test's `ferry` takes from the shared worker it hands turns to."""
+
+
+@dataclass
+class Shared:
+    """What a module's shared workers have in common: their environment (a database and tools'
+    log in a folder of the module's, the model emulator), and the task queues they poll."""
+
+    env: dict[str, str]
+    model: OpenAIServer
+    queues: list[str]
+
+    @property
+    def tool_log(self) -> Path:
+        """The file the workers' tools write their runs to."""
+        return Path(self.env["FERRY_TEST_TOOL_LOG"])
+
+    def end_leftovers(self) -> None:
+        """End the turns still running on the shared task queues (a test that failed left them)."""
+
+        async def terminate() -> None:
+            client = await Client.connect(self.env["FERRY_TEMPORAL_ADDRESS"])
+            for queue in self.queues:
+                query = f"TaskQueue = '{queue}' AND ExecutionStatus = 'Running'"
+                async for running in client.list_workflows(query):
+                    await client.get_workflow_handle(running.id).terminate("left by a test")
+
+        asyncio.run(terminate())
+
+
+@dataclass
+class SharedWorker:
+    """A worker process a module's tests share, by its settings."""
+
+    env: dict[str, str]
+
+    def client_env(self, tmp_path: Path) -> dict[str, str]:
+        """The environment of a test's `ferry` on this worker: the test's own, on the worker's
+        database, task queue and model."""
+        return {**ferry_env(tmp_path), **{name: self.env[name] for name in _CLIENT_SETTINGS}}
 
 
 @contextlib.contextmanager
