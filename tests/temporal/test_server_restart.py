@@ -6,7 +6,8 @@ the client's one line, and starts the server again on the same address and state
 
 The client retries each call for 1 s (FERRY_TEMPORAL_RETRY_S) instead of the SDK's 10 s, so it
 notices the server gone within a second or two; the worker keeps the defaults. The tests share
-one server, each on a task queue and threads of its own.
+one server of the module's own, and one worker process, which rides out each restart; each test
+on threads of its own.
 """
 
 from __future__ import annotations
@@ -14,23 +15,15 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
 import pytest
 
-from tests.support.cli_helpers import RUN_TIMEOUT_S, Ferry, ferry, ferry_env, kill, start_ferry
+from tests.support.cli_helpers import RUN_TIMEOUT_S, Ferry, kill, start_ferry
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
-from tests.temporal.helpers import (
-    WAIT_LIMIT_S,
-    DevServer,
-    DevServerError,
-    start_worker,
-    stop,
-    wait_until,
-)
+from tests.temporal.helpers import WAIT_LIMIT_S, DevServer, DevServerError, SharedWorker, wait_until
 from tests.temporal.worker_process import hold_file, tool_log
 
 AWAY = "Temporal at {} is unreachable; the turn goes on; waiting…"
@@ -45,21 +38,28 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     except DevServerError as exc:
         pytest.fail(str(exc))
     yield server
-    server.stop()
+    server.discard()
+
+
+@pytest.fixture(scope="module")
+def temporal_address(server: DevServer) -> str:
+    """The module's own server, which the module's shared worker serves."""
+    return server.address
 
 
 @pytest.fixture
-def env(server: DevServer, model: OpenAIServer, tmp_path: Path) -> dict[str, str]:
-    if not server.running:  # an earlier test failed while its server was stopped
+def model(shared_model: OpenAIServer) -> OpenAIServer:
+    return shared_model
+
+
+@pytest.fixture
+def env(
+    server: DevServer, shared_worker: SharedWorker, model: OpenAIServer, tmp_path: Path
+) -> Iterator[dict[str, str]]:
+    """The environment of the shared worker's clients; the server running again after the test."""
+    yield shared_worker.client_env(tmp_path)
+    if not server.running:  # the test failed while its server was stopped
         server.start()
-    return ferry_env(
-        tmp_path,
-        model=model,
-        FERRY_TEMPORAL_ADDRESS=server.address,
-        FERRY_TEMPORAL_TASK_QUEUE=f"ferry-restart-{uuid.uuid4()}",
-        FERRY_LEASE_TIMEOUT_S="2",
-        FERRY_TEST_TOOL_LOG=str(tool_log()),
-    )
 
 
 def _client_env(env: dict[str, str], **settings: str) -> dict[str, str]:
@@ -121,7 +121,6 @@ def _stored_answer(cli: Ferry, env: dict[str, str], tmp_path: Path, thread_id: s
 def test_a_server_restart_mid_turn_is_waited_for_and_the_answer_printed_as_one_object(
     server: DevServer, env: dict[str, str], model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
-    worker = start_worker(env, tool_log())
     client, out, err = _held_turn(_client_env(env), model, tmp_path, "restarted")
     try:
         server.stop()
@@ -132,7 +131,6 @@ def test_a_server_restart_mid_turn_is_waited_for_and_the_answer_printed_as_one_o
     finally:
         hold_file().unlink(missing_ok=True)
         kill(client)
-        stop(worker)
     stdout, stderr = out.text(), err.text()
     assert client.returncode == 0, stderr
     report = json.loads(stdout)  # the whole of stdout: one object, no SDK line
@@ -148,7 +146,6 @@ def test_a_server_restart_mid_turn_is_waited_for_and_the_answer_printed_as_one_o
 def test_a_server_away_longer_than_the_wait_ends_in_one_line_and_resume_finds_the_answer(
     server: DevServer, env: dict[str, str], model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
-    worker = start_worker(env, tool_log())
     client_env = _client_env(env, FERRY_TEMPORAL_WAIT_S="1")
     client, out, err = _held_turn(client_env, model, tmp_path, "gone")
     try:
@@ -156,11 +153,10 @@ def test_a_server_away_longer_than_the_wait_ends_in_one_line_and_resume_finds_th
         client.wait(timeout=RUN_TIMEOUT_S)  # gives up on its own, once the wait is over
         server.start()
         hold_file().unlink()
-        resumed = ferry("resume", "--json", "--thread", "gone", env=client_env, cwd=tmp_path)
+        resumed = cli("resume", "--json", "--thread", "gone", env=client_env, cwd=tmp_path)
     finally:
         hold_file().unlink(missing_ok=True)
         kill(client)
-        stop(worker)
     stdout, stderr = out.text(), err.text()
     assert client.returncode == 1
     failure = json.loads(stdout)  # one object
