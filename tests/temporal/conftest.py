@@ -6,35 +6,28 @@ gets a task queue of its own, or its module's shared workers', so tests on the s
 take each other's turns.
 
 A worker process takes ~3 s to start (its imports, its first workflow task) and then answers a
-turn in a tenth of that: a module whose tests run `ferry` against a worker of the same settings
-shares one (`shared_worker`, and `approving_worker` for approvals; `shared_model`), its tests on
-threads of their own; one that needs a worker of other settings starts its own.
+turn in a tenth of that: tests that run `ferry` against a worker of the same settings share one
+per test process (`shared_worker`, and `approving_worker` for approvals; `shared_model`), each
+test on threads of its own; one that needs a worker of other settings starts its own.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.cli_helpers import ferry_env
 from tests.support.servers.openai import OpenAIServer
 from tests.temporal.helpers import (
     DevServerError,
     Shared,
     SharedWorker,
     dev_server,
-    start_worker,
-    stop,
+    shared_setup,
+    shared_worker_process,
 )
-
-# Settings and keys a shared worker must not take from the shell, as tests/conftest.py's
-# `_isolated_env` takes them out of each test's environment.
-_NOT_INHERITED = ("FERRY_", "LANGSMITH_", "OTEL_", "OPENAI_", "ANTHROPIC_", "TAVILY_")
 
 
 @pytest.fixture(scope="session")
@@ -80,50 +73,24 @@ def model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[OpenAISer
         yield server
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shared(temporal_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
-    """The folder, model emulator and settings of the module's shared workers."""
-    folder = tmp_path_factory.mktemp("shared")
-    with OpenAIServer() as model, pytest.MonkeyPatch.context() as patch:
-        for name in list(os.environ):
-            if name.startswith(_NOT_INHERITED):
-                patch.delenv(name)
-        patch.setenv("LANGSMITH_TRACING", "false")
-        patch.setenv("XDG_CONFIG_HOME", str(folder / ".config"))
-        patch.setenv("XDG_CACHE_HOME", str(folder / ".cache"))
-        env = ferry_env(
-            folder,
-            model=model,
-            FERRY_TEMPORAL_ADDRESS=temporal_address,
-            FERRY_LEASE_TIMEOUT_S="2",
-            FERRY_TEST_TOOL_LOG=str(folder / "tools.log"),
-        )
-        yield Shared(env, model, [])
+    """The folder, model emulator and settings of the test process's shared workers."""
+    with shared_setup(temporal_address, tmp_path_factory.mktemp("shared")) as setup:
+        yield setup
 
 
-@contextlib.contextmanager
-def _shared_worker(shared: Shared, **settings: str) -> Iterator[SharedWorker]:
-    queue = f"ferry-shared-{uuid.uuid4()}"
-    shared.queues.append(queue)
-    env = {**shared.env, "FERRY_TEMPORAL_TASK_QUEUE": queue, **settings}
-    process = start_worker(env, shared.tool_log)
-    try:
-        yield SharedWorker(env)
-    finally:
-        stop(process)
-
-
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shared_worker(shared: Shared) -> Iterator[SharedWorker]:
-    """A worker process for the module's tests, on a task queue and database of its own."""
-    with _shared_worker(shared) as worker:
+    """A worker process the tests share, on a task queue and database of its own."""
+    with shared_worker_process(shared) as worker:
         yield worker
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def approving_worker(shared: Shared) -> Iterator[SharedWorker]:
     """A shared worker on which the calculator needs a person's approval."""
-    with _shared_worker(shared, FERRY_APPROVE_TOOLS="calculator") as worker:
+    with shared_worker_process(shared, FERRY_APPROVE_TOOLS="calculator") as worker:
         yield worker
 
 

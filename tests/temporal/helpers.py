@@ -8,11 +8,13 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from temporalio.client import Client
 from temporalio.worker import Replayer
@@ -185,6 +187,45 @@ class SharedWorker:
         """The environment of a test's `ferry` on this worker: the test's own, on the worker's
         database, task queue and model."""
         return {**ferry_env(tmp_path), **{name: self.env[name] for name in _CLIENT_SETTINGS}}
+
+
+# Settings and keys a shared worker must not take from the shell, as tests/conftest.py's
+# `_isolated_env` takes them out of each test's environment.
+_NOT_INHERITED = ("FERRY_", "LANGSMITH_", "OTEL_", "OPENAI_", "ANTHROPIC_", "TAVILY_")
+
+
+@contextlib.contextmanager
+def shared_setup(address: str, folder: Path) -> Iterator[Shared]:
+    """What shared workers of the server at `address` have in common, for the block."""
+    with OpenAIServer() as model:
+        with pytest.MonkeyPatch.context() as patch:
+            for name in list(os.environ):
+                if name.startswith(_NOT_INHERITED):
+                    patch.delenv(name)
+            patch.setenv("LANGSMITH_TRACING", "false")
+            patch.setenv("XDG_CONFIG_HOME", str(folder / ".config"))
+            patch.setenv("XDG_CACHE_HOME", str(folder / ".cache"))
+            env = ferry_env(
+                folder,
+                model=model,
+                FERRY_TEMPORAL_ADDRESS=address,
+                FERRY_LEASE_TIMEOUT_S="2",
+                FERRY_TEST_TOOL_LOG=str(folder / "tools.log"),
+            )
+        yield Shared(env, model, [])
+
+
+@contextlib.contextmanager
+def shared_worker_process(shared: Shared, **settings: str) -> Iterator[SharedWorker]:
+    """A worker process with `settings` on a task queue of its own, for the block."""
+    queue = f"ferry-shared-{uuid.uuid4()}"
+    shared.queues.append(queue)
+    env = {**shared.env, "FERRY_TEMPORAL_TASK_QUEUE": queue, **settings}
+    process = start_worker(env, shared.tool_log)
+    try:
+        yield SharedWorker(env)
+    finally:
+        stop(process)
 
 
 @contextlib.contextmanager

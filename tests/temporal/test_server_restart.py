@@ -23,7 +23,16 @@ import pytest
 
 from tests.support.cli_helpers import RUN_TIMEOUT_S, Ferry, kill, start_ferry
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
-from tests.temporal.helpers import WAIT_LIMIT_S, DevServer, DevServerError, SharedWorker, wait_until
+from tests.temporal.helpers import (
+    WAIT_LIMIT_S,
+    DevServer,
+    DevServerError,
+    Shared,
+    SharedWorker,
+    shared_setup,
+    shared_worker_process,
+    wait_until,
+)
 from tests.temporal.worker_process import hold_file, tool_log
 
 AWAY = "Temporal at {} is unreachable; the turn goes on; waiting…"
@@ -42,9 +51,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
 
 
 @pytest.fixture(scope="module")
-def temporal_address(server: DevServer) -> str:
-    """The module's own server, which the module's shared worker serves."""
-    return server.address
+def shared(server: DevServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    """What the module's shared worker has in common with its clients: the module's server."""
+    with shared_setup(server.address, tmp_path_factory.mktemp("shared")) as setup:
+        yield setup
+
+
+@pytest.fixture(scope="module")
+def shared_worker(shared: Shared) -> Iterator[SharedWorker]:
+    """The module's worker process, which rides out each restart."""
+    with shared_worker_process(shared) as worker:
+        yield worker
 
 
 @pytest.fixture
