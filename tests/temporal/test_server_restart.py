@@ -12,6 +12,7 @@ on threads of its own.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import threading
@@ -21,6 +22,7 @@ from typing import IO
 
 import pytest
 
+from graph.temporal import connect
 from tests.support.cli_helpers import RUN_TIMEOUT_S, Ferry, kill, start_ferry
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
 from tests.temporal.helpers import (
@@ -186,3 +188,13 @@ def test_a_server_away_longer_than_the_wait_ends_in_one_line_and_resume_finds_th
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["answer"] == "k = 42."  # the turn went on meanwhile
     assert _stored_answer(cli, env, tmp_path, "gone") == "k = 42."
+
+
+def test_a_call_is_retried_for_as_long_as_the_setting_says_and_no_count_cuts_it(
+    temporal_address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FERRY_TEMPORAL_RETRY_S", "2.5")
+    client = asyncio.run(connect(address=temporal_address))
+    retry = client.service_client.config.retry_config
+    assert retry is not None
+    assert (retry.max_elapsed_time_millis, retry.max_retries) == (2500, 0)  # 0: no count
