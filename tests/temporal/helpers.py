@@ -152,8 +152,8 @@ _CLIENT_SETTINGS = (
 
 @dataclass
 class Shared:
-    """What a module's shared workers have in common: their environment (a database and tools'
-    log in a folder of the module's, the model emulator), and the task queues they poll."""
+    """What shared workers have in common: their environment (a database and tools' log in a
+    folder of their own, the model emulator), and the task queues they poll."""
 
     env: dict[str, str]
     model: OpenAIServer
@@ -179,7 +179,7 @@ class Shared:
 
 @dataclass
 class SharedWorker:
-    """A worker process a module's tests share, by its settings."""
+    """A worker process tests share, by its settings."""
 
     env: dict[str, str]
 
