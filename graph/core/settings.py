@@ -148,6 +148,11 @@ class Settings(BaseSettings):
     temporal_wait_s: float = Field(default=300.0, gt=0)
     """How long a client watching a Temporal turn waits for a server that is away (its turn
     goes on) before it gives up, naming `ferry resume --thread ID`."""
+    temporal_retry_s: float = Field(default=10.0, gt=0)
+    """How long a call to Temporal is retried while the server does not answer before the server
+    counts as away (the SDK's own retries): a client watching a turn then says so at once and
+    waits `FERRY_TEMPORAL_WAIT_S`; other commands end in one line. A worker's polls for work
+    retry until the server is back, whatever this is."""
 
     @field_validator("files_root")
     @classmethod

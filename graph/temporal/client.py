@@ -40,7 +40,7 @@ from temporalio.runtime import (
     TelemetryConfig,
     TelemetryFilter,
 )
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RetryConfig, RPCError, RPCStatusCode
 
 from graph.core.settings import Settings, get_settings
 from graph.runs.errors import RunFailed, ServerUnreachable
@@ -92,7 +92,7 @@ def thread_of(handle: WorkflowHandle[Any, Any]) -> str:
 
 
 def server_away(exc: BaseException) -> bool:
-    """Whether a call failed because no Temporal server answered (the SDK retried it ~10 s)."""
+    """Whether a call failed because no Temporal server answered (FERRY_TEMPORAL_RETRY_S long)."""
     return isinstance(exc, RPCError) and exc.status == RPCStatusCode.UNAVAILABLE
 
 
@@ -171,15 +171,22 @@ async def connect(
     """A client of the Temporal frontend; one clear line naming the address if unreachable.
 
     `runtime`: the SDK's thread pool; by default its process-wide one (see graph/temporal/runner.py
-    for why the CLI brings its own).
+    for why the CLI brings its own). Each call is retried for FERRY_TEMPORAL_RETRY_S while the
+    server does not answer; the SDK's other retry settings are its own.
 
     Raises:
         TemporalUnreachable: no Temporal server answers at the address.
     """
     settings = settings or get_settings()
     target = address or settings.temporal_address or DEFAULT_ADDRESS
+    # The time is the only bound: the SDK's default count of retries (10) would cut a long one.
+    retry = RetryConfig(
+        max_elapsed_time_millis=round(settings.temporal_retry_s * 1000), max_retries=0
+    )
     try:
-        return await Client.connect(target, namespace=settings.temporal_namespace, runtime=runtime)
+        return await Client.connect(
+            target, namespace=settings.temporal_namespace, runtime=runtime, retry_config=retry
+        )
     except RuntimeError as exc:  # the core SDK's connection failure
         # Its text nests the transport's errors; the OS's message at the bottom says it best.
         found = re.findall(r'message: \\?"([^"\\]+)', str(exc))

@@ -1,4 +1,4 @@
-"""What the Temporal tests share: workers (in this process or another), histories, replays."""
+"""What the Temporal tests share: servers, workers (here or in a process), histories, replays."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from temporalio.client import Client
 from temporalio.worker import Replayer
@@ -23,7 +26,9 @@ from graph.storage import open_saver
 from graph.temporal.shapes import workflow_id
 from graph.temporal.worker import serve_graph
 from graph.temporal.workflow import FerryTurn
+from tests.support.cli_helpers import ferry_env
 from tests.support.langgraph_dev import free_port
+from tests.support.servers.openai import OpenAIServer
 from tests.temporal.worker_process import TOOLS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -103,6 +108,17 @@ class DevServer:
                 raise DevServerError(f"the Temporal dev server did not start: {output}")
             time.sleep(0.2)
 
+    @property
+    def running(self) -> bool:
+        """Whether the server was started and not stopped since."""
+        return self._process is not None
+
+    def discard(self) -> None:
+        """Kill the server, whose state is not needed again (a stop takes it seconds)."""
+        if self._process is not None:
+            self._process.kill()
+        self.stop()
+
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL if it lingers)."""
         server, self._process = self._process, None
@@ -124,7 +140,92 @@ def dev_server(folder: Path) -> Iterator[str]:
     try:
         yield server.address
     finally:
-        server.stop()
+        server.discard()
+
+
+_CLIENT_SETTINGS = (
+    *("FERRY_DB", "FERRY_TEMPORAL_ADDRESS", "FERRY_TEMPORAL_TASK_QUEUE", "FERRY_LEASE_TIMEOUT_S"),
+    *("OPENAI_API_KEY", "OPENAI_BASE_URL", "FERRY_MODEL", "FERRY_TEST_TOOL_LOG"),
+)
+"""The settings a test's `ferry` takes from the shared worker it hands turns to."""
+
+
+@dataclass
+class Shared:
+    """What shared workers have in common: their environment (a database and tools' log in a
+    folder of their own, the model emulator), and the task queues they poll."""
+
+    env: dict[str, str]
+    model: OpenAIServer
+    queues: list[str]
+
+    @property
+    def tool_log(self) -> Path:
+        """The file the workers' tools write their runs to."""
+        return Path(self.env["FERRY_TEST_TOOL_LOG"])
+
+    def end_leftovers(self) -> None:
+        """End the turns still running on the shared task queues (a test that failed left them)."""
+
+        async def terminate() -> None:
+            client = await Client.connect(self.env["FERRY_TEMPORAL_ADDRESS"])
+            for queue in self.queues:
+                query = f"TaskQueue = '{queue}' AND ExecutionStatus = 'Running'"
+                async for running in client.list_workflows(query):
+                    await client.get_workflow_handle(running.id).terminate("left by a test")
+
+        asyncio.run(terminate())
+
+
+@dataclass
+class SharedWorker:
+    """A worker process tests share, by its settings."""
+
+    env: dict[str, str]
+
+    def client_env(self, tmp_path: Path) -> dict[str, str]:
+        """The environment of a test's `ferry` on this worker: the test's own, on the worker's
+        database, task queue and model."""
+        return {**ferry_env(tmp_path), **{name: self.env[name] for name in _CLIENT_SETTINGS}}
+
+
+# Settings and keys a shared worker must not take from the shell, as tests/conftest.py's
+# `_isolated_env` takes them out of each test's environment.
+_NOT_INHERITED = ("FERRY_", "LANGSMITH_", "OTEL_", "OPENAI_", "ANTHROPIC_", "TAVILY_")
+
+
+@contextlib.contextmanager
+def shared_setup(address: str, folder: Path) -> Iterator[Shared]:
+    """What shared workers of the server at `address` have in common, for the block."""
+    with OpenAIServer() as model:
+        with pytest.MonkeyPatch.context() as patch:
+            for name in list(os.environ):
+                if name.startswith(_NOT_INHERITED):
+                    patch.delenv(name)
+            patch.setenv("LANGSMITH_TRACING", "false")
+            patch.setenv("XDG_CONFIG_HOME", str(folder / ".config"))
+            patch.setenv("XDG_CACHE_HOME", str(folder / ".cache"))
+            env = ferry_env(
+                folder,
+                model=model,
+                FERRY_TEMPORAL_ADDRESS=address,
+                FERRY_LEASE_TIMEOUT_S="2",
+                FERRY_TEST_TOOL_LOG=str(folder / "tools.log"),
+            )
+        yield Shared(env, model, [])
+
+
+@contextlib.contextmanager
+def shared_worker_process(shared: Shared, **settings: str) -> Iterator[SharedWorker]:
+    """A worker process with `settings` on a task queue of its own, for the block."""
+    queue = f"ferry-shared-{uuid.uuid4()}"
+    shared.queues.append(queue)
+    env = {**shared.env, "FERRY_TEMPORAL_TASK_QUEUE": queue, **settings}
+    process = start_worker(env, shared.tool_log)
+    try:
+        yield SharedWorker(env)
+    finally:
+        stop(process)
 
 
 @contextlib.contextmanager

@@ -1,7 +1,9 @@
 """`ferry` handing turns to Temporal: the same output, `--json` and exit codes as in-process.
 
-Each test runs `ferry` processes against a worker process (tests/temporal/worker_process.py)
-on the session's Temporal dev server, with the OpenAI emulator as the model.
+Each test runs `ferry` against the module's shared worker process (tests/temporal/worker_process.py)
+on the session's Temporal dev server, with the OpenAI emulator as the model: in this process
+(the `cli` fixture), and as a process where only a process shows it (a kill, Ctrl-C, tokens on a
+pipe while the turn runs, stdin). A test whose worker needs other settings starts its own.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import json
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,7 @@ from graph.temporal import connect, workflow_id
 from tests.support.cli_helpers import (
     FERRY,
     RUN_TIMEOUT_S,
-    ferry,
-    ferry_env,
+    Ferry,
     kill,
     new_thread_id,
     start_ferry,
@@ -36,7 +36,7 @@ from tests.support.servers.openai import (
     openai_answer,
     openai_tool_calls,
 )
-from tests.temporal.helpers import start_worker, still_running, stop, wait_until
+from tests.temporal.helpers import SharedWorker, still_running, wait_until
 from tests.temporal.worker_process import tool_log
 
 CANCEL_REQUESTED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED
@@ -48,19 +48,16 @@ REPORT_KEYS = [
 
 
 @pytest.fixture
-def env(tmp_path: Path, model: OpenAIServer, temporal_env: dict[str, str]) -> dict[str, str]:
-    return {
-        **ferry_env(tmp_path, model=model),
-        **temporal_env,
-        "FERRY_TEST_TOOL_LOG": str(tool_log()),
-    }
+def model(shared_model: OpenAIServer) -> OpenAIServer:
+    return shared_model
 
 
 @pytest.fixture
-def worker(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    process = start_worker(env, tool_log())
-    yield process
-    stop(process)
+def env(
+    tmp_path: Path, temporal_env: dict[str, str], shared_worker: SharedWorker
+) -> dict[str, str]:
+    """The environment of the test's `ferry`, on the shared worker's task queue and database."""
+    return shared_worker.client_env(tmp_path)
 
 
 def in_process(env: dict[str, str]) -> dict[str, str]:
@@ -68,17 +65,17 @@ def in_process(env: dict[str, str]) -> dict[str, str]:
 
 
 def test_ask_on_temporal_prints_what_it_prints_in_process_and_the_thread_goes_both_ways(
-    env: dict[str, str], worker: object, model: OpenAIServer, tmp_path: Path
+    env: dict[str, str], model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
     model.script([CALC, openai_answer("It is 42."), openai_answer("Still 42."), CALC,
                   openai_answer("42 again.")])  # fmt: skip
-    plain = ferry("ask", "What is 6 * 7?", env=env, cwd=tmp_path)
+    plain = cli("ask", "What is 6 * 7?", env=env, cwd=tmp_path)
     assert plain.returncode == 0, plain.stderr
     assert plain.stdout == "It is 42.\n"
     thread = new_thread_id(plain.stderr)
     assert '→ calculator(expression="6 * 7")' in plain.stderr and "✓ calculator" in plain.stderr
-    here = ferry("ask", "--json", "--thread", thread, "And now?", env=in_process(env), cwd=tmp_path)
-    there = ferry("ask", "--json", "--thread", thread, "Once more?", env=env, cwd=tmp_path)
+    here = cli("ask", "--json", "--thread", thread, "And now?", env=in_process(env), cwd=tmp_path)
+    there = cli("ask", "--json", "--thread", thread, "Once more?", env=env, cwd=tmp_path)
     assert here.returncode == there.returncode == 0, (here.stderr, there.stderr)
     local, remote = json.loads(here.stdout), json.loads(there.stdout)
     assert list(remote) == list(local) == REPORT_KEYS
@@ -86,7 +83,7 @@ def test_ask_on_temporal_prints_what_it_prints_in_process_and_the_thread_goes_bo
     assert remote["model_calls"] == 2
     assert [(c["name"], c["status"]) for c in remote["tool_calls"]] == [("calculator", "success")]
     assert list(remote["tool_calls"][0]) == ["id", "name", "args", "status", "duration_ms"]
-    history = ferry("history", "--json", "--thread", thread, env=in_process(env), cwd=tmp_path)
+    history = cli("history", "--json", "--thread", thread, env=in_process(env), cwd=tmp_path)
     roles = [m["role"] for m in json.loads(history.stdout)["messages"]]
     assert roles == ["user", "assistant", "tool", "assistant", "user", "assistant", "user",
                      "assistant", "tool", "assistant"]  # fmt: skip
@@ -94,7 +91,7 @@ def test_ask_on_temporal_prints_what_it_prints_in_process_and_the_thread_goes_bo
 
 
 def test_ask_on_temporal_streams_the_answer_while_the_model_writes_it(
-    env: dict[str, str], worker: object, model: OpenAIServer, tmp_path: Path
+    env: dict[str, str], model: OpenAIServer, tmp_path: Path
 ) -> None:
     arrived, release = threading.Event(), threading.Event()
     answer = "The answer is forty-two, as computed by hand."
@@ -120,41 +117,38 @@ def test_ask_on_temporal_streams_the_answer_while_the_model_writes_it(
 
 
 def test_no_temporal_server_is_one_line_naming_the_address(
-    env: dict[str, str], tmp_path: Path
+    env: dict[str, str], tmp_path: Path, cli: Ferry
 ) -> None:
     address = closed_port_url().removeprefix("http://")
     for args in (
         ("ask", "--temporal", address, "What is 6 * 7?"),
         ("worker", "--temporal", address),
     ):
-        done = ferry(*args, env=env, cwd=tmp_path)
+        done = cli(*args, env=env, cwd=tmp_path)
         lines = [line for line in done.stderr.splitlines() if not line.startswith("thread: ")]
         assert done.returncode == 1, done.stderr
         assert len(lines) == 1 and lines[0].startswith(f"ferry: cannot reach Temporal at {address}")
 
 
 def test_an_approval_waits_on_temporal_for_resume_approve(
-    env: dict[str, str], model: OpenAIServer, tmp_path: Path
+    approving_worker: SharedWorker, model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
     model.script([CALC, openai_answer("It is 42.")])
-    process = start_worker({**env, "FERRY_APPROVE_TOOLS": "calculator"}, tool_log())
-    try:
-        asked = ferry("ask", "--json", "What is 6 * 7?", env=env, cwd=tmp_path)
-        report = json.loads(asked.stdout)
-        assert asked.returncode == 0 and report["stop_reason"] == "awaiting_approval"
-        assert [p["name"] for p in report["pending_approvals"]] == ["calculator"]
-        thread = report["thread_id"]
-        decided = ferry("resume", "--json", "--thread", thread, "--approve", env=env, cwd=tmp_path)
-        assert decided.returncode == 0, decided.stderr
-        resumed = json.loads(decided.stdout)
-        assert resumed["answer"] == "It is 42." and resumed["stop_reason"] == "answered"
-        assert [c["status"] for c in resumed["tool_calls"]] == ["success"]
-    finally:
-        stop(process)
+    env = approving_worker.client_env(tmp_path)  # the worker's setting, not the client's
+    asked = cli("ask", "--json", "What is 6 * 7?", env=env, cwd=tmp_path)
+    report = json.loads(asked.stdout)
+    assert asked.returncode == 0 and report["stop_reason"] == "awaiting_approval"
+    assert [p["name"] for p in report["pending_approvals"]] == ["calculator"]
+    thread = report["thread_id"]
+    decided = cli("resume", "--json", "--thread", thread, "--approve", env=env, cwd=tmp_path)
+    assert decided.returncode == 0, decided.stderr
+    resumed = json.loads(decided.stdout)
+    assert resumed["answer"] == "It is 42." and resumed["stop_reason"] == "answered"
+    assert [c["status"] for c in resumed["tool_calls"]] == ["success"]
 
 
 def test_the_run_outlives_a_killed_client_and_resume_prints_its_answer(
-    env: dict[str, str], worker: object, model: OpenAIServer, tmp_path: Path
+    env: dict[str, str], model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
     arrived, release = threading.Event(), threading.Event()
     model.script([CALC, held_step(arrived, release, openai_answer("It is 42."))])
@@ -164,13 +158,13 @@ def test_the_run_outlives_a_killed_client_and_resume_prints_its_answer(
         kill(client)  # SIGKILL: the run is on a worker, not in this process
     finally:
         release.set()
-    resumed = ferry("resume", "--thread", "kept", env=env, cwd=tmp_path)
+    resumed = cli("resume", "--thread", "kept", env=env, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout == "It is 42.\n"
 
 
 def test_ctrl_c_leaves_the_streaming_turn_running_in_one_line_and_resume_prints_it(
-    env: dict[str, str], worker: object, model: OpenAIServer, tmp_path: Path
+    env: dict[str, str], model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
     arrived, release = threading.Event(), threading.Event()
     answer = "The answer is forty-two, as computed by hand."
@@ -192,7 +186,7 @@ def test_ctrl_c_leaves_the_streaming_turn_running_in_one_line_and_resume_prints_
     assert client.returncode == 130
     assert err.splitlines()[-1] == "ferry: interrupted; continue with: ferry resume --thread left"
     assert "Traceback" not in err
-    resumed = ferry("resume", "--thread", "left", env=env, cwd=tmp_path)
+    resumed = cli("resume", "--thread", "left", env=env, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout == answer + "\n"
 
@@ -209,7 +203,7 @@ def _cancel_requested(thread_id: str) -> bool:
 
 
 def test_cancel_returns_once_the_step_stopped_and_the_thread_is_free(
-    env: dict[str, str], worker: object, model: OpenAIServer, tmp_path: Path
+    env: dict[str, str], model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
     arrived, release = threading.Event(), threading.Event()
     # The held reply asks for a tool: the turn would go on after it, and cancel stops it there.
@@ -224,7 +218,7 @@ def test_cancel_returns_once_the_step_stopped_and_the_thread_is_free(
         release.set()
         cancelled_err = cancelling.communicate(timeout=HOLD_LIMIT_S)[1]
         # Right after cancel returns, the thread is free for an in-process turn.
-        here = ferry("ask", "--thread", "stopped", "And now?", env=in_process(env), cwd=tmp_path)
+        here = cli("ask", "--thread", "stopped", "And now?", env=in_process(env), cwd=tmp_path)
         out, err = client.communicate(timeout=HOLD_LIMIT_S)
     finally:
         release.set()
@@ -241,31 +235,28 @@ def test_cancel_returns_once_the_step_stopped_and_the_thread_is_free(
         "continue it with: ferry resume --thread stopped"
     )
     assert "Error" not in err
-    again = ferry("cancel", "--thread", "stopped", env=env, cwd=tmp_path)
+    again = cli("cancel", "--thread", "stopped", env=env, cwd=tmp_path)
     assert again.returncode == 1 and "no turn running on Temporal" in again.stderr
 
 
 def test_a_new_question_sets_aside_a_turn_awaiting_approval(
-    env: dict[str, str], model: OpenAIServer, tmp_path: Path
+    approving_worker: SharedWorker, model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
     model.script([CALC, openai_answer("Then I will not compute it.")])
-    process = start_worker({**env, "FERRY_APPROVE_TOOLS": "calculator"}, tool_log())
-    try:
-        asked = ferry("ask", "--json", "--thread", "aside", "What is 6 * 7?", env=env, cwd=tmp_path)
-        assert json.loads(asked.stdout)["stop_reason"] == "awaiting_approval", asked.stderr
-        again = ferry("ask", "--json", "--thread", "aside", "Never mind.", env=env, cwd=tmp_path)
-        assert again.returncode == 0, again.stderr
-        assert json.loads(again.stdout)["answer"] == "Then I will not compute it."
-    finally:
-        stop(process)
-    history = ferry("history", "--json", "--thread", "aside", env=in_process(env), cwd=tmp_path)
+    env = approving_worker.client_env(tmp_path)  # the worker's setting, not the client's
+    asked = cli("ask", "--json", "--thread", "aside", "What is 6 * 7?", env=env, cwd=tmp_path)
+    assert json.loads(asked.stdout)["stop_reason"] == "awaiting_approval", asked.stderr
+    again = cli("ask", "--json", "--thread", "aside", "Never mind.", env=env, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["answer"] == "Then I will not compute it."
+    history = cli("history", "--json", "--thread", "aside", env=in_process(env), cwd=tmp_path)
     messages = json.loads(history.stdout)["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "user", "assistant"]
     assert messages[2]["status"] == "error"  # the held call, answered as never approved
 
 
 def test_chat_on_temporal_answers_each_question_on_one_thread(
-    env: dict[str, str], worker: object, model: OpenAIServer, tmp_path: Path
+    env: dict[str, str], model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
     # `lookup` is a tool of the worker's only: run in-process, the call would be refused.
     lookup = openai_tool_calls(("lookup", {"key": "answer"}))
@@ -285,7 +276,7 @@ def test_chat_on_temporal_answers_each_question_on_one_thread(
     assert "It is 42." in done.stdout and "Still 42." in done.stdout
     assert done.stdout.index("It is 42.") < done.stdout.index("Still 42.")
     thread = done.stderr.split("thread: ", 1)[1].split()[0]
-    history = ferry("history", "--json", "--thread", thread, env=in_process(env), cwd=tmp_path)
+    history = cli("history", "--json", "--thread", thread, env=in_process(env), cwd=tmp_path)
     messages = json.loads(history.stdout)["messages"]
     assert [m["role"] for m in messages] == [
         "user", "assistant", "tool", "assistant", "user", "assistant"
@@ -297,38 +288,36 @@ def test_chat_on_temporal_answers_each_question_on_one_thread(
 
 
 def test_a_pause_decided_in_studio_releases_the_turn_waiting_on_temporal(
-    env: dict[str, str], model: OpenAIServer, tmp_path: Path
+    approving_worker: SharedWorker,
+    temporal_env: dict[str, str],
+    model: OpenAIServer,
+    tmp_path: Path,
+    cli: Ferry,
 ) -> None:
     """Studio (here langgraph-sdk on `langgraph dev`) resumes a pause a Temporal turn made."""
-    env = {**env, "FERRY_APPROVE_TOOLS": "calculator"}
+    env = {**approving_worker.client_env(tmp_path), "FERRY_APPROVE_TOOLS": "calculator"}
     model.script([CALC, openai_answer("It is 42.")])
-    process = start_worker(env, tool_log())
-    try:
-        with langgraph_dev(tmp_path, in_process(env)) as client:
-            thread = client.threads.create()["thread_id"]
-            asked = ferry(
-                "ask", "--json", "--thread", thread, "What is 6 * 7?", env=env, cwd=tmp_path
-            )
-            assert json.loads(asked.stdout)["stop_reason"] == "awaiting_approval", asked.stderr
-            decided = client.runs.wait(
-                thread, "agent", command={"resume": {"decisions": [{"type": "approve"}]}}
-            )
-            assert isinstance(decided, dict) and decided["stop_reason"] == "answered"
-            assert decided["messages"][-1]["content"] == "It is 42."
-        wait_until(lambda: not still_running(thread), "the Temporal turn to let go")
-    finally:
-        stop(process)
-    resumed = ferry("resume", "--thread", thread, env=env, cwd=tmp_path)
+    with langgraph_dev(tmp_path, in_process(env)) as client:
+        thread = client.threads.create()["thread_id"]
+        asked = cli("ask", "--json", "--thread", thread, "What is 6 * 7?", env=env, cwd=tmp_path)
+        assert json.loads(asked.stdout)["stop_reason"] == "awaiting_approval", asked.stderr
+        decided = client.runs.wait(
+            thread, "agent", command={"resume": {"decisions": [{"type": "approve"}]}}
+        )
+        assert isinstance(decided, dict) and decided["stop_reason"] == "answered"
+        assert decided["messages"][-1]["content"] == "It is 42."
+    wait_until(lambda: not still_running(thread), "the Temporal turn to let go")
+    resumed = cli("resume", "--thread", thread, env=env, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "nothing to resume" in resumed.stderr  # not a stale "awaiting approval"
-    history = ferry("history", "--json", "--thread", thread, env=in_process(env), cwd=tmp_path)
+    history = cli("history", "--json", "--thread", thread, env=in_process(env), cwd=tmp_path)
     roles = [m["role"] for m in json.loads(history.stdout)["messages"]]
     assert roles == ["user", "assistant", "tool", "assistant"]
     assert model.rejections == []
 
 
 def test_an_answer_schema_goes_with_the_turn_to_the_worker(
-    env: dict[str, str], worker: object, model: OpenAIServer, tmp_path: Path
+    env: dict[str, str], model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
     schema = {"title": "Product", "type": "object", "properties": {"value": {"type": "integer"}}}
     model.script(
@@ -339,14 +328,14 @@ def test_an_answer_schema_goes_with_the_turn_to_the_worker(
             openai_tool_calls(("Product", {"value": 42})),
         ]
     )
-    done = ferry("ask", "6 * 7?", "--schema", json.dumps(schema), env=env, cwd=tmp_path)
+    done = cli("ask", "6 * 7?", "--schema", json.dumps(schema), env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"value": 42}  # the answer, nothing else on stdout
     sent_back = model.chat_requests()[2]["messages"][-1]
     assert 'value: "forty-two" is not of type "integer"' in sent_back["content"]
     assert model.chat_requests()[0]["tool_choice"] == "required"
 
-    there = ferry("ask", "Again?", "--schema", json.dumps(schema), "--json", env=env, cwd=tmp_path)
+    there = cli("ask", "Again?", "--schema", json.dumps(schema), "--json", env=env, cwd=tmp_path)
     report = json.loads(there.stdout)
     assert there.returncode == 0 and report["output"] == {"value": 42}
     assert list(report) == REPORT_KEYS and model.rejections == []

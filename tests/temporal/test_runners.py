@@ -1,7 +1,9 @@
 """The same `ferry` tests on both turn runners: in-process, and Temporal with a worker process.
 
 `ask`, `chat` and `resume` are written once against the runner (graph/runs/runner.py), so each
-test below asserts the same stdout, stderr lines, `--json` object and exit code on both.
+test below asserts the same stdout, stderr lines, `--json` object and exit code on both. `ferry`
+runs in this process (the `cli` fixture), but for `chat`, which reads its questions from stdin;
+the Temporal turns run on the module's shared worker process.
 """
 
 from __future__ import annotations
@@ -10,15 +12,14 @@ import json
 import re
 import subprocess
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.support.cli_helpers import FERRY, RUN_TIMEOUT_S, ferry, ferry_env, new_thread_id
+from tests.support.cli_helpers import FERRY, RUN_TIMEOUT_S, Ferry, ferry_env, new_thread_id
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
-from tests.temporal.helpers import start_worker, stop
-from tests.temporal.worker_process import tool_log
+from tests.temporal.helpers import SharedWorker
 
 CALC = openai_tool_calls(("calculator", {"expression": "6 * 7"}))
 REPORT_KEYS = [
@@ -28,27 +29,37 @@ REPORT_KEYS = [
 Env = Callable[..., dict[str, str]]
 
 
+@pytest.fixture
+def model(shared_model: OpenAIServer) -> OpenAIServer:
+    """The shared worker's model, which the in-process runs call too."""
+    return shared_model
+
+
 @pytest.fixture(params=["in_process", "temporal"])
 def runner_env(
     request: pytest.FixtureRequest,
     tmp_path: Path,
     model: OpenAIServer,
     temporal_env: dict[str, str],
-) -> Iterator[Env]:
-    """The environment of `ferry` on one runner, with `settings` (a Temporal worker's too)."""
-    workers: list[subprocess.Popen[bytes]] = []
+    shared_worker: SharedWorker,
+) -> Env:
+    """The environment of `ferry` on one runner, with `settings` (a Temporal worker's too).
+
+    On Temporal, the module's shared worker runs the turns; with approvals, its approving one.
+    """
 
     def env(**settings: str) -> dict[str, str]:
-        here = ferry_env(tmp_path, model=model, **settings)
         if request.param == "in_process":
+            here = ferry_env(tmp_path, model=model, **settings)
             return {k: v for k, v in here.items() if k != "FERRY_TEMPORAL_ADDRESS"}
-        there = {**here, **temporal_env, "FERRY_TEST_TOOL_LOG": str(tool_log())}
-        workers.append(start_worker(there, tool_log()))
-        return there
+        if not settings:
+            return shared_worker.client_env(tmp_path)
+        if settings != {"FERRY_APPROVE_TOOLS": "calculator"}:
+            raise ValueError(f"no shared worker has the settings {settings}")
+        approving: SharedWorker = request.getfixturevalue("approving_worker")
+        return {**approving.client_env(tmp_path), **settings}
 
-    yield env
-    for worker in workers:
-        stop(worker)
+    return env
 
 
 @pytest.fixture
@@ -64,11 +75,11 @@ def progress(stderr: str) -> list[str]:
 
 
 def test_ask_streams_the_answer_and_shows_each_call(
-    runner_env: Env, model: OpenAIServer, tmp_path: Path
+    runner_env: Env, model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
     model.script([CALC, openai_answer("It is 42.")])
 
-    done = ferry("ask", "What is 6 * 7?", env=runner_env(), cwd=tmp_path)
+    done = cli("ask", "What is 6 * 7?", env=runner_env(), cwd=tmp_path)
 
     assert done.returncode == 0, done.stderr
     assert done.stdout == "It is 42.\n"
@@ -79,11 +90,11 @@ def test_ask_streams_the_answer_and_shows_each_call(
 
 
 def test_json_is_one_object_read_from_what_the_turn_stored(
-    runner_env: Env, thread: str, model: OpenAIServer, tmp_path: Path
+    runner_env: Env, thread: str, model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
     model.script([CALC, openai_answer("It is 42.")])
 
-    done = ferry(
+    done = cli(
         "ask", "--json", "--thread", thread, "What is 6 * 7?", env=runner_env(), cwd=tmp_path
     )
 
@@ -104,12 +115,12 @@ def test_json_is_one_object_read_from_what_the_turn_stored(
 
 
 def test_a_pause_for_approval_then_resume_approve(
-    runner_env: Env, thread: str, model: OpenAIServer, tmp_path: Path
+    runner_env: Env, thread: str, model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
     model.script([CALC, openai_answer("It is 42.")])
     env = runner_env(FERRY_APPROVE_TOOLS="calculator")
 
-    asked = ferry("ask", "--thread", thread, "What is 6 * 7?", env=env, cwd=tmp_path)
+    asked = cli("ask", "--thread", thread, "What is 6 * 7?", env=env, cwd=tmp_path)
 
     assert asked.returncode == 0, asked.stderr
     assert asked.stdout == ""  # no answer yet: stdin is no terminal, so nobody is asked
@@ -119,7 +130,7 @@ def test_a_pause_for_approval_then_resume_approve(
         'awaiting approval: calculator({"expression": "6 * 7"})',
         f"decide with: ferry resume --thread {thread} --approve (or --reject REASON)",
     ]
-    decided = ferry("resume", "--json", "--thread", thread, "--approve", env=env, cwd=tmp_path)
+    decided = cli("resume", "--json", "--thread", thread, "--approve", env=env, cwd=tmp_path)
     assert decided.returncode == 0, decided.stderr
     report = json.loads(decided.stdout)
     assert report["answer"] == "It is 42." and report["stop_reason"] == "answered"
@@ -128,32 +139,29 @@ def test_a_pause_for_approval_then_resume_approve(
 
 
 def test_an_answer_schema_prints_the_answer_as_json(
-    runner_env: Env, model: OpenAIServer, tmp_path: Path
+    runner_env: Env, model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
     schema = {"title": "Product", "type": "object", "properties": {"value": {"type": "integer"}}}
     model.script([CALC, openai_tool_calls(("Product", {"value": 42}))])
 
-    done = ferry("ask", "6 * 7?", "--schema", json.dumps(schema), env=runner_env(), cwd=tmp_path)
+    done = cli("ask", "6 * 7?", "--schema", json.dumps(schema), env=runner_env(), cwd=tmp_path)
 
     assert done.returncode == 0, done.stderr
     assert done.stdout == '{\n  "value": 42\n}\n'
 
 
 def test_resume_of_a_finished_thread_has_nothing_to_run(
-    runner_env: Env,
-    thread: str,
-    model: OpenAIServer,
-    tmp_path: Path,
+    runner_env: Env, thread: str, model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
     model.script([openai_answer("Hello."), openai_answer("Hello again.")])
     env = runner_env()
-    assert ferry("ask", "--thread", thread, "Hi", env=env, cwd=tmp_path).returncode == 0
+    assert cli("ask", "--thread", thread, "Hi", env=env, cwd=tmp_path).returncode == 0
     here = {k: v for k, v in env.items() if k != "FERRY_TEMPORAL_ADDRESS"}
     # The thread's last turn ran in-process: no runner has anything of it to show.
-    assert ferry("ask", "--thread", thread, "Hi?", env=here, cwd=tmp_path).returncode == 0
+    assert cli("ask", "--thread", thread, "Hi?", env=here, cwd=tmp_path).returncode == 0
 
-    plain = ferry("resume", "--thread", thread, env=env, cwd=tmp_path)
-    as_json = ferry("resume", "--json", "--thread", thread, env=env, cwd=tmp_path)
+    plain = cli("resume", "--thread", thread, env=env, cwd=tmp_path)
+    as_json = cli("resume", "--json", "--thread", thread, env=env, cwd=tmp_path)
 
     assert plain.returncode == as_json.returncode == 0, (plain.stderr, as_json.stderr)
     assert (plain.stdout, plain.stderr) == (
@@ -165,9 +173,9 @@ def test_resume_of_a_finished_thread_has_nothing_to_run(
 
 
 def test_resume_of_an_unknown_thread_is_one_line_and_exit_1(
-    runner_env: Env, tmp_path: Path
+    runner_env: Env, tmp_path: Path, cli: Ferry
 ) -> None:
-    done = ferry("resume", "--thread", "nope", env=runner_env(), cwd=tmp_path)
+    done = cli("resume", "--thread", "nope", env=runner_env(), cwd=tmp_path)
 
     assert done.returncode == 1
     assert done.stderr == "ferry: unknown thread 'nope' (see `ferry threads`)\n"

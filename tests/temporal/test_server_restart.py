@@ -3,10 +3,16 @@
 The turn holds at a known point, by handshake: the worker's `lookup` tool holds mid-call while
 a file exists (tests/temporal/worker_process.py). The test stops the server there, waits for
 the client's one line, and starts the server again on the same address and state.
+
+The client retries each call for 1 s (FERRY_TEMPORAL_RETRY_S) instead of the SDK's 10 s, so it
+notices the server gone within a second or two; the worker keeps the defaults. The tests share
+one server of the module's own, and one worker process, which rides out each restart; each test
+on threads of its own.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import threading
@@ -16,14 +22,17 @@ from typing import IO
 
 import pytest
 
-from tests.support.cli_helpers import RUN_TIMEOUT_S, ferry, ferry_env, kill, start_ferry
+from graph.temporal import connect
+from tests.support.cli_helpers import RUN_TIMEOUT_S, Ferry, kill, start_ferry
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
 from tests.temporal.helpers import (
     WAIT_LIMIT_S,
     DevServer,
     DevServerError,
-    start_worker,
-    stop,
+    Shared,
+    SharedWorker,
+    shared_setup,
+    shared_worker_process,
     wait_until,
 )
 from tests.temporal.worker_process import hold_file, tool_log
@@ -31,28 +40,50 @@ from tests.temporal.worker_process import hold_file, tool_log
 AWAY = "Temporal at {} is unreachable; the turn goes on; waiting…"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    """A Temporal dev server of this test's own, which it may stop and start again."""
+    """A Temporal dev server of this module's own, which its tests stop and start again."""
     try:
         server = DevServer(tmp_path_factory.mktemp("restarted"))
         server.start()
     except DevServerError as exc:
         pytest.fail(str(exc))
     yield server
-    server.stop()
+    server.discard()
+
+
+@pytest.fixture(scope="module")
+def shared(server: DevServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    """What the module's shared worker has in common with its clients: the module's server."""
+    with shared_setup(server.address, tmp_path_factory.mktemp("shared")) as setup:
+        yield setup
+
+
+@pytest.fixture(scope="module")
+def shared_worker(shared: Shared) -> Iterator[SharedWorker]:
+    """The module's worker process, which rides out each restart."""
+    with shared_worker_process(shared) as worker:
+        yield worker
 
 
 @pytest.fixture
-def env(server: DevServer, model: OpenAIServer, tmp_path: Path) -> dict[str, str]:
-    return ferry_env(
-        tmp_path,
-        model=model,
-        FERRY_TEMPORAL_ADDRESS=server.address,
-        FERRY_TEMPORAL_TASK_QUEUE="ferry-restart",
-        FERRY_LEASE_TIMEOUT_S="2",
-        FERRY_TEST_TOOL_LOG=str(tool_log()),
-    )
+def model(shared_model: OpenAIServer) -> OpenAIServer:
+    return shared_model
+
+
+@pytest.fixture
+def env(
+    server: DevServer, shared_worker: SharedWorker, model: OpenAIServer, tmp_path: Path
+) -> Iterator[dict[str, str]]:
+    """The environment of the shared worker's clients; the server running again after the test."""
+    yield shared_worker.client_env(tmp_path)
+    if not server.running:  # the test failed while its server was stopped
+        server.start()
+
+
+def _client_env(env: dict[str, str], **settings: str) -> dict[str, str]:
+    """The client's environment: a call to a server that does not answer is retried for 1 s."""
+    return {**env, "FERRY_TEMPORAL_RETRY_S": "1", **settings}
 
 
 class Lines:
@@ -85,7 +116,10 @@ def _runs() -> list[str]:
 def _held_turn(
     env: dict[str, str], model: OpenAIServer, tmp_path: Path, thread_id: str
 ) -> tuple[subprocess.Popen[str], Lines, Lines]:
-    """`ferry ask --json` on a turn whose lookup is running and held; the client and its output."""
+    """`ferry ask --json` on a turn whose lookup is running and held; the client and its output.
+
+    `env` is the client's.
+    """
     model.script([openai_tool_calls(("lookup", {"key": "k"})), openai_answer("k = 42.")])
     hold_file().touch()
     question = ("ask", "--json", "--thread", thread_id, "What is k?")
@@ -95,19 +129,18 @@ def _held_turn(
     return client, out, err
 
 
-def _stored_answer(env: dict[str, str], tmp_path: Path, thread_id: str) -> str:
+def _stored_answer(cli: Ferry, env: dict[str, str], tmp_path: Path, thread_id: str) -> str:
     in_process = {k: v for k, v in env.items() if k != "FERRY_TEMPORAL_ADDRESS"}
-    history = ferry("history", "--json", "--thread", thread_id, env=in_process, cwd=tmp_path)
+    history = cli("history", "--json", "--thread", thread_id, env=in_process, cwd=tmp_path)
     messages = json.loads(history.stdout)["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
     return str(messages[-1]["content"])
 
 
 def test_a_server_restart_mid_turn_is_waited_for_and_the_answer_printed_as_one_object(
-    server: DevServer, env: dict[str, str], model: OpenAIServer, tmp_path: Path
+    server: DevServer, env: dict[str, str], model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
-    worker = start_worker(env, tool_log())
-    client, out, err = _held_turn(env, model, tmp_path, "restarted")
+    client, out, err = _held_turn(_client_env(env), model, tmp_path, "restarted")
     try:
         server.stop()
         err.wait_for(AWAY.format(server.address))  # the client noticed, and waits
@@ -117,7 +150,6 @@ def test_a_server_restart_mid_turn_is_waited_for_and_the_answer_printed_as_one_o
     finally:
         hold_file().unlink(missing_ok=True)
         kill(client)
-        stop(worker)
     stdout, stderr = out.text(), err.text()
     assert client.returncode == 0, stderr
     report = json.loads(stdout)  # the whole of stdout: one object, no SDK line
@@ -125,27 +157,25 @@ def test_a_server_restart_mid_turn_is_waited_for_and_the_answer_printed_as_one_o
     assert report["answer"] == "k = 42." and report["stop_reason"] == "answered"
     assert [(c["name"], c["status"]) for c in report["tool_calls"]] == [("lookup", "success")]
     assert _said(stderr) == [AWAY.format(server.address)], stderr  # no WARN, no RPCError
-    assert _stored_answer(env, tmp_path, "restarted") == "k = 42."
+    assert _stored_answer(cli, env, tmp_path, "restarted") == "k = 42."
     assert _runs() == ["lookup k"]  # the call that ran through the restart ran once
     assert model.rejections == []
 
 
 def test_a_server_away_longer_than_the_wait_ends_in_one_line_and_resume_finds_the_answer(
-    server: DevServer, env: dict[str, str], model: OpenAIServer, tmp_path: Path
+    server: DevServer, env: dict[str, str], model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
-    env = {**env, "FERRY_TEMPORAL_WAIT_S": "1"}
-    worker = start_worker(env, tool_log())
-    client, out, err = _held_turn(env, model, tmp_path, "gone")
+    client_env = _client_env(env, FERRY_TEMPORAL_WAIT_S="1")
+    client, out, err = _held_turn(client_env, model, tmp_path, "gone")
     try:
         server.stop()
         client.wait(timeout=RUN_TIMEOUT_S)  # gives up on its own, once the wait is over
         server.start()
         hold_file().unlink()
-        resumed = ferry("resume", "--json", "--thread", "gone", env=env, cwd=tmp_path)
+        resumed = cli("resume", "--json", "--thread", "gone", env=client_env, cwd=tmp_path)
     finally:
         hold_file().unlink(missing_ok=True)
         kill(client)
-        stop(worker)
     stdout, stderr = out.text(), err.text()
     assert client.returncode == 1
     failure = json.loads(stdout)  # one object
@@ -157,4 +187,14 @@ def test_a_server_away_longer_than_the_wait_ends_in_one_line_and_resume_finds_th
     assert _said(stderr) == [AWAY.format(server.address), f"ferry: {message}"], stderr
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["answer"] == "k = 42."  # the turn went on meanwhile
-    assert _stored_answer(env, tmp_path, "gone") == "k = 42."
+    assert _stored_answer(cli, env, tmp_path, "gone") == "k = 42."
+
+
+def test_a_call_is_retried_for_as_long_as_the_setting_says_and_no_count_cuts_it(
+    temporal_address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FERRY_TEMPORAL_RETRY_S", "2.5")
+    client = asyncio.run(connect(address=temporal_address))
+    retry = client.service_client.config.retry_config
+    assert retry is not None
+    assert (retry.max_elapsed_time_millis, retry.max_retries) == (2500, 0)  # 0: no count

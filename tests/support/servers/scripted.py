@@ -52,6 +52,23 @@ class ScriptedServer(LoopbackServer):
             self._steps.extend(steps)
             self._scripted += len(steps)
 
+    def start_over(self, where: str) -> None:
+        """Forget the script and every request, and be checked at the end of the running test.
+
+        For a server a module's tests share (made outside any test, so tracked by none);
+        `where` names it in the check's message.
+        """
+        with self._lock:
+            self.requests.clear()
+            self._faults.clear()
+        with self._script_lock:
+            self.rejections.clear()
+            self.unexpected.clear()
+            self._steps.clear()
+            self._scripted = self._answered = 0
+        self.created_at = where
+        track(self)
+
     def assert_complete(self) -> None:
         """Fail unless every step was played and no request came after the script ended."""
         name = type(self).__name__
