@@ -97,9 +97,9 @@ def test_ferry_ask_prints_tool_results_and_errors_escaped(
     assert f"The page says: {HOSTILE}" in json.loads(out)["messages"][2]["content"]
 
 
-@pytest.mark.parametrize(
-    "command", [("tools",), ("tools", "--json"), ("info",), ("info", "--json")]
-)
+# What each command prints is checked in this process above, plain and --json; a process adds
+# Ferry's own log handler, which writes the same line for every command: two of them suffice.
+@pytest.mark.parametrize("command", [("tools",), ("info", "--json")])
 def test_a_ferry_process_writes_nothing_a_terminal_would_obey(
     tmp_path: Path, command: tuple[str, ...]
 ) -> None:
