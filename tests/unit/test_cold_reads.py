@@ -14,6 +14,7 @@ saver that holds in memory what the growing process's did (`running`).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections import OrderedDict
 from contextlib import closing
@@ -109,10 +110,14 @@ def _carried_on(grower: FerrySaver, db: Path) -> FerrySaver:
 @pytest.fixture(scope="module")
 def grown(tmp_path_factory: pytest.TempPathFactory) -> Grown:
     """A thread of TURNS turns, grown by one process whose saver remembered as it went."""
-    db = tmp_path_factory.mktemp("grown") / "ferry.db"
-    grower = _graph(sqlite_saver(db), range(TURNS))
-    heads = _run(grower, range(TURNS))
-    return db, grower.checkpointer, heads
+    folder = tmp_path_factory.mktemp("grown")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [n for n in os.environ if n.startswith("FERRY_")]:
+            patch.delenv(name)  # as conftest's _isolated_env does for each test
+        patch.chdir(folder)
+        grower = _graph(sqlite_saver(folder / "ferry.db"), range(TURNS))
+        heads = _run(grower, range(TURNS))
+    return folder / "ferry.db", grower.checkpointer, heads
 
 
 @pytest.fixture
