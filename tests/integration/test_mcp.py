@@ -37,7 +37,7 @@ from tests.support.mcp import MALFORMED, http_server, stdio_entry, write_config
 from tests.support.scripted import ScriptedModel, answer, parallel, tool_call
 from tests.support.turns import ask
 from tools import TOOLS
-from tools.mcp import close_sessions, loader, mcp_servers, mcp_tools
+from tools.mcp import loader, mcp_servers, mcp_tools
 from tools.settings import ToolSettings, with_tool_settings
 
 BUILT_INS = [t.name for t in TOOLS]
@@ -477,29 +477,31 @@ def test_env_and_header_secrets_reach_neither_logs_nor_checkpoints(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
     starts: Path,
+    http_servers: Callable[[str], str],
 ) -> None:
     token, bearer = f"env-{uuid.uuid4().hex}", f"hdr-{uuid.uuid4().hex}"
     leaks = ["-c", "import os, sys; sys.stderr.write(os.environ['LEAKY'] + '\\n'); sys.exit(1)"]
     db = tmp_path / "t.db"
-    with http_server("streamable-http") as url:
-        configure(
-            monkeypatch,
-            tmp_path,
-            {
-                "basic": basic(starts, env={"MCP_TEST_TOKEN": token}),
-                "web": {"url": url, "headers": {"Authorization": f"Bearer {bearer}"}},
-                "leaky": {
-                    "command": stdio_entry()["command"],
-                    "args": leaks,
-                    "env": {"LEAKY": token},
-                },
+    configure(
+        monkeypatch,
+        tmp_path,
+        {
+            "basic": basic(starts, env={"MCP_TEST_TOKEN": token}),
+            "web": {
+                "url": http_servers("streamable-http"),
+                "headers": {"Authorization": f"Bearer {bearer}"},
             },
-        )
-        model = scripted([parallel(tool_call("basic__secrets"), tool_call("web__secrets")), "ok"])
-        with ferry_log(JsonFormatter()) as json_lines, ferry_log(TextFormatter()) as text_lines:
-            graph = make_agent(model, checkpointer=sqlite_saver(db))
-            state = ask(graph, "what were you given?")
-        close_sessions()
+            "leaky": {
+                "command": stdio_entry()["command"],
+                "args": leaks,
+                "env": {"LEAKY": token},
+            },
+        },
+    )
+    model = scripted([parallel(tool_call("basic__secrets"), tool_call("web__secrets")), "ok"])
+    with ferry_log(JsonFormatter()) as json_lines, ferry_log(TextFormatter()) as text_lines:
+        graph = make_agent(model, checkpointer=sqlite_saver(db))
+        state = ask(graph, "what were you given?")
 
     from_env, from_header = results(state)
     assert from_env.content == "env=[redacted] header="  # the server got it; Ferry hid it
