@@ -2,7 +2,8 @@
 
 In-process through `graph.cli.main` (the `cli` fixture) for output and exit codes, on real
 loopback servers (Open-Meteo, the FastMCP test server over stdio); the approval prompt through
-a real pseudo-terminal, since only a terminal makes Ferry ask.
+a real pseudo-terminal, since only a terminal makes Ferry ask. The MCP test server answers
+every call alike, so the module's tests share it (`mcp_config`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from tests.support.cli_helpers import FERRY, Ferry, ferry_env, one_json_object, 
 from tests.support.held import HeldForecastServer
 from tests.support.mcp import stdio_entry, write_config
 from tests.support.servers.openmeteo import OpenMeteoServer
+from tools.mcp import close_sessions
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("mcp_sessions_closed")]
+pytestmark = pytest.mark.timeout(120)
 MADRID = "Madrid, Community of Madrid, Spain: 21.4 °C"
 HANG_GUARD_S = 60.0  # only so a broken test cannot hang: nothing here asserts a speed
 
@@ -33,8 +35,18 @@ def openmeteo() -> Iterator[OpenMeteoServer]:
         yield server
 
 
-def with_mcp(tmp_path: Path, **settings: str) -> dict[str, str]:
-    config = write_config(tmp_path, {"basic": stdio_entry()}, name="servers.json")
+@pytest.fixture(scope="module")
+def mcp_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The servers file naming the basic server, for the module's tests that call MCP tools.
+
+    The first of them starts it; the next ones use its session (the same entry reuses the same
+    session), which closes at the module's end, as a process's would at its exit.
+    """
+    yield write_config(tmp_path_factory.mktemp("mcp"), {"basic": stdio_entry()}, "servers.json")
+    close_sessions()
+
+
+def with_mcp(tmp_path: Path, config: Path, **settings: str) -> dict[str, str]:
     return ferry_env(tmp_path, FERRY_MCP_CONFIG=str(config), **settings)
 
 
@@ -242,8 +254,8 @@ def test_on_a_terminal_a_tool_that_needs_approval_asks_first(
         assert "rejected (get_weather)" in shown
 
 
-def test_an_mcp_tool_is_called_on_its_server(cli: Ferry, tmp_path: Path) -> None:
-    env = with_mcp(tmp_path)
+def test_an_mcp_tool_is_called_on_its_server(cli: Ferry, tmp_path: Path, mcp_config: Path) -> None:
+    env = with_mcp(tmp_path, mcp_config)
 
     done = cli("tools", "call", "add", '{"a": 20, "b": 22}', "--json", env=env, cwd=tmp_path)
     record = one_json_object(done)
@@ -256,8 +268,10 @@ def test_an_mcp_tool_is_called_on_its_server(cli: Ferry, tmp_path: Path) -> None
     assert done.stderr.splitlines()[-1].startswith("ok (add, ")  # after the rename warning
 
 
-def test_an_mcp_tool_s_failure_and_timeout_are_reported_as_such(cli: Ferry, tmp_path: Path) -> None:
-    env = with_mcp(tmp_path, FERRY_TOOL_TIMEOUT_S="1")
+def test_an_mcp_tool_s_failure_and_timeout_are_reported_as_such(
+    cli: Ferry, tmp_path: Path, mcp_config: Path
+) -> None:
+    env = with_mcp(tmp_path, mcp_config, FERRY_TOOL_TIMEOUT_S="1")
 
     failed = cli("tools", "call", "fail", env=env, cwd=tmp_path)
     hung = cli("tools", "call", "hang", "{}", env=env, cwd=tmp_path)
@@ -277,9 +291,10 @@ def test_an_mcp_tool_s_failure_and_timeout_are_reported_as_such(cli: Ferry, tmp_
     ],
 )
 def test_an_mcp_tool_s_arguments_are_checked_against_its_schema(
-    cli: Ferry, tmp_path: Path, arguments: str, message: str
+    cli: Ferry, tmp_path: Path, mcp_config: Path, arguments: str, message: str
 ) -> None:
-    done = cli("tools", "call", "add", arguments, env=with_mcp(tmp_path), cwd=tmp_path)
+    env = with_mcp(tmp_path, mcp_config)
+    done = cli("tools", "call", "add", arguments, env=env, cwd=tmp_path)
 
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.splitlines()[-1].startswith(f"ferry: {message}"), done.stderr

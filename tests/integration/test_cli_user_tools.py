@@ -1,8 +1,11 @@
 """`--tools module:ATTR`: your own tools from the command line, offline.
 
-Each test writes a module into its folder and runs the installed `ferry` console script there
-as a process: the script's own folder, not the working one, is first on its `sys.path`, so
-these show that the working folder is searched as `python -m` would search it.
+Each test writes a module into its folder and runs `ferry` there. Two run the installed `ferry`
+console script as a process: the script's own folder, not the working one, is first on its
+`sys.path`, so they show that the working folder is searched as `python -m` would search it
+(and that the README's command lines work as written). The others run `ferry` in this process
+(`in_process`), from a start as clean as a new process's for the folder's modules: none of
+them imported, no path entry for the folder, no tools loaded.
 """
 
 from __future__ import annotations
@@ -10,11 +13,20 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
-from tests.support.cli_helpers import ferry_env, new_thread_id, one_json_object, run_command
+from tests.support.cli_helpers import (
+    Ferry,
+    ferry_env,
+    new_thread_id,
+    one_json_object,
+    run_command,
+)
+from tools.user_tools import load_user_tools
 
 pytestmark = pytest.mark.timeout(180)
 FERRY_SCRIPT = str(Path(sys.executable).parent / "ferry")
@@ -51,6 +63,35 @@ def ferry(tmp_path: Path, *args: str, **settings: str) -> subprocess.CompletedPr
     return run_command([FERRY_SCRIPT, *args], env=offline_env(tmp_path, **settings), cwd=tmp_path)
 
 
+class Run(Protocol):
+    """`run(*args, **settings)`: `ferry ARGS…` in the test's folder, the tickets module there."""
+
+    def __call__(self, *args: str, **settings: str) -> subprocess.CompletedProcess[str]: ...
+
+
+@pytest.fixture
+def in_process(cli: Ferry, tmp_path: Path) -> Iterator[Run]:
+    """`ferry` in this process, offline, in `tmp_path`; afterwards, nothing of it is left.
+
+    What a process would end with goes: the folder's modules, its `sys.path` entry, and the
+    tools loaded from it (`load_user_tools` keeps them for the life of a process).
+    """
+    path = list(sys.path)
+    load_user_tools.cache_clear()
+    assert [m for m in ("tickets", "mine", "broken") if m in sys.modules] == []
+
+    def run(*args: str, **settings: str) -> subprocess.CompletedProcess[str]:
+        (tmp_path / "tickets.py").write_text(TICKETS)
+        return cli(*args, env=offline_env(tmp_path, **settings), cwd=tmp_path)
+
+    yield run
+    sys.path[:] = path
+    for name, module in list(sys.modules.items()):
+        if str(getattr(module, "__file__", None) or "").startswith(str(tmp_path)):
+            del sys.modules[name]
+    load_user_tools.cache_clear()
+
+
 def offline_env(tmp_path: Path, **settings: str) -> dict[str, str]:
     """The offline model, and no path to the module but the working folder."""
     env = ferry_env(tmp_path, FERRY_MODEL="offline")
@@ -66,9 +107,8 @@ def failed(done: subprocess.CompletedProcess[str], code: int, line: str) -> None
     assert done.stderr == line + "\n"
 
 
-def test_tools_call_runs_your_tool_and_prints_its_result(tmp_path: Path) -> None:
-    done = ferry(
-        tmp_path,
+def test_tools_call_runs_your_tool_and_prints_its_result(in_process: Run) -> None:
+    done = in_process(
         "tools",
         "call",
         "--tools",
@@ -83,8 +123,8 @@ def test_tools_call_runs_your_tool_and_prints_its_result(tmp_path: Path) -> None
     assert record["result"].startswith("ticket opened: printer broken (")
 
 
-def test_tools_lists_your_tool_with_its_source(tmp_path: Path) -> None:
-    listed = one_json_object(ferry(tmp_path, "tools", "--tools", "tickets:tools", "--json"))
+def test_tools_lists_your_tool_with_its_source(in_process: Run) -> None:
+    listed = one_json_object(in_process("tools", "--tools", "tickets:tools", "--json"))
 
     mine = [t for t in listed["tools"] if t["name"] == "create_ticket"]
     assert mine == [
@@ -106,8 +146,8 @@ def test_ask_offline_calls_your_tool_and_the_answer_shows_it(tmp_path: Path) -> 
     assert '→ create_ticket(title="printer broken")' in done.stderr
 
 
-def test_ask_json_reports_the_call(tmp_path: Path) -> None:
-    report = one_json_object(ferry(tmp_path, "ask", "--tools", "tickets:tools", ASK, "--json"))
+def test_ask_json_reports_the_call(in_process: Run) -> None:
+    report = one_json_object(in_process("ask", "--tools", "tickets:tools", ASK, "--json"))
 
     assert report["stop_reason"] == "answered"
     [call] = report["tool_calls"]
@@ -119,19 +159,18 @@ def test_ask_json_reports_the_call(tmp_path: Path) -> None:
     assert report["answer"].startswith("create_ticket: ticket opened: printer broken (")
 
 
-def test_ferry_tools_setting_does_what_the_option_does(tmp_path: Path) -> None:
-    report = one_json_object(ferry(tmp_path, "ask", ASK, "--json", FERRY_TOOLS="tickets:tools"))
+def test_ferry_tools_setting_does_what_the_option_does(in_process: Run) -> None:
+    report = one_json_object(in_process("ask", ASK, "--json", FERRY_TOOLS="tickets:tools"))
 
     assert [c["status"] for c in report["tool_calls"]] == ["success"]
 
 
 def test_your_tool_needs_approval_as_a_built_in_does_and_resume_brings_it_back(
-    tmp_path: Path,
+    in_process: Run,
 ) -> None:
     """`FERRY_APPROVE_TOOLS` holds it; a resume without `--tools` is refused, nothing spent."""
     held = one_json_object(
-        ferry(
-            tmp_path,
+        in_process(
             "ask",
             "--tools",
             "tickets:tools",
@@ -145,7 +184,7 @@ def test_your_tool_needs_approval_as_a_built_in_does_and_resume_brings_it_back(
     assert held["stop_reason"] == "awaiting_approval"
     assert [c["name"] for c in held["pending_approvals"]] == ["create_ticket"]
 
-    without = ferry(tmp_path, "resume", "--thread", "t1", "--approve")
+    without = in_process("resume", "--thread", "t1", "--approve")
     failed(
         without,
         2,
@@ -155,9 +194,7 @@ def test_your_tool_needs_approval_as_a_built_in_does_and_resume_brings_it_back(
     )
 
     resumed = one_json_object(
-        ferry(
-            tmp_path, "resume", "--thread", "t1", "--approve", "--tools", "tickets:tools", "--json"
-        )
+        in_process("resume", "--thread", "t1", "--approve", "--tools", "tickets:tools", "--json")
     )
     assert resumed["stop_reason"] == "answered"
     assert [(c["name"], c["status"]) for c in resumed["tool_calls"]] == [
@@ -165,12 +202,11 @@ def test_your_tool_needs_approval_as_a_built_in_does_and_resume_brings_it_back(
     ]
 
 
-def test_a_later_turn_of_a_thread_uses_your_tool_again(tmp_path: Path) -> None:
-    first = ferry(tmp_path, "ask", "--tools", "tickets:tools", ASK)
+def test_a_later_turn_of_a_thread_uses_your_tool_again(in_process: Run) -> None:
+    first = in_process("ask", "--tools", "tickets:tools", ASK)
     thread = new_thread_id(first.stderr)
 
-    again = ferry(
-        tmp_path,
+    again = in_process(
         "ask",
         "--thread",
         thread,
@@ -215,17 +251,19 @@ def test_a_later_turn_of_a_thread_uses_your_tool_again(tmp_path: Path) -> None:
     ],
 )
 def test_tools_that_cannot_load_are_a_usage_error_of_one_line(
-    tmp_path: Path, spec: str, line: str
+    in_process: Run, tmp_path: Path, spec: str, line: str
 ) -> None:
-    done = ferry(tmp_path, "tools", "call", "--tools", spec, "create_ticket", "{}")
+    done = in_process("tools", "call", "--tools", spec, "create_ticket", "{}")
 
     failed(done, 2, line.format(cwd=tmp_path))
 
 
-def test_a_module_that_fails_to_import_is_named_with_its_error(tmp_path: Path) -> None:
+def test_a_module_that_fails_to_import_is_named_with_its_error(
+    in_process: Run, tmp_path: Path
+) -> None:
     (tmp_path / "broken.py").write_text("import no_such_dependency\n")
 
-    done = ferry(tmp_path, "ask", "--tools", "broken:tools", ASK)
+    done = in_process("ask", "--tools", "broken:tools", ASK)
 
     failed(
         done,
@@ -235,14 +273,14 @@ def test_a_module_that_fails_to_import_is_named_with_its_error(tmp_path: Path) -
     )
 
 
-def test_a_tool_named_as_a_built_in_is_refused(tmp_path: Path) -> None:
+def test_a_tool_named_as_a_built_in_is_refused(in_process: Run, tmp_path: Path) -> None:
     (tmp_path / "mine.py").write_text(
         "from langchain_core.tools import tool\n\n\n"
         "@tool\ndef calculator(expression: str) -> str:\n"
         '    """Calculate."""\n    return expression\n'
     )
 
-    done = ferry(tmp_path, "ask", "--tools", "mine:calculator", "what is 2 + 2")
+    done = in_process("ask", "--tools", "mine:calculator", "what is 2 + 2")
 
     failed(
         done,
@@ -252,8 +290,10 @@ def test_a_tool_named_as_a_built_in_is_refused(tmp_path: Path) -> None:
     )
 
 
-def test_a_bad_ferry_tools_setting_is_a_configuration_error(tmp_path: Path) -> None:
-    done = ferry(tmp_path, "ask", "what is 2 + 2", FERRY_TOOLS="nosuch:tools")
+def test_a_bad_ferry_tools_setting_is_a_configuration_error(
+    in_process: Run, tmp_path: Path
+) -> None:
+    done = in_process("ask", "what is 2 + 2", FERRY_TOOLS="nosuch:tools")
 
     failed(
         done,
@@ -263,11 +303,9 @@ def test_a_bad_ferry_tools_setting_is_a_configuration_error(tmp_path: Path) -> N
     )
 
 
-def test_on_temporal_ask_refuses_tools_the_workers_must_load(tmp_path: Path) -> None:
+def test_on_temporal_ask_refuses_tools_the_workers_must_load(in_process: Run) -> None:
     """Nothing is contacted: the refusal comes before any connection."""
-    done = ferry(
-        tmp_path, "ask", "--tools", "tickets:tools", ASK, FERRY_TEMPORAL_ADDRESS="127.0.0.1:9"
-    )
+    done = in_process("ask", "--tools", "tickets:tools", ASK, FERRY_TEMPORAL_ADDRESS="127.0.0.1:9")
 
     failed(
         done,

@@ -165,7 +165,13 @@ def openai_detour(tmp_path: Path, catcher: OpenAIServer) -> dict[str, str]:
     )
 
 
-def test_an_untrusted_dotenv_cannot_send_the_key_to_its_host(cli: Ferry, tmp_path: Path) -> None:
+def test_an_untrusted_dotenv_cannot_send_the_key_to_its_host(
+    cli: Ferry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import graph.models
+
+    # The closed proxy refuses every try alike; the SDK's backoff between them only adds seconds.
+    monkeypatch.setattr(graph.models, "_MAX_RETRIES", 0)
     with OpenAIServer() as catcher:
         env = openai_detour(tmp_path, catcher)
         done = cli("ask", "hello", env=env, cwd=tmp_path)

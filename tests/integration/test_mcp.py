@@ -4,6 +4,9 @@ processes over stdio, streamable HTTP and SSE on 127.0.0.1, and servers that fai
 Graphs are built the way users build them (`build_graph()` with `FERRY_MCP_CONFIG`), runs are
 scripted, and the assertions are on what users and the model see: the tools bound, the
 ToolMessages, the log lines, the stored checkpoints.
+
+`make_agent`'s graphs are on Ferry's saver alone (see `saver` below), and the HTTP servers that
+no test stops are shared by the module's tests (`http_servers`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,18 +25,19 @@ import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import ToolException
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
 from graph import build_graph
 from graph.core.log import JsonFormatter, TextFormatter
 from graph.core.settings import Settings
-from graph.storage import sqlite_saver
+from graph.storage import default_saver, sqlite_saver
 from tests.support.fixtures import Agent, Scripted
 from tests.support.mcp import MALFORMED, http_server, stdio_entry, write_config
 from tests.support.scripted import ScriptedModel, answer, parallel, tool_call
 from tests.support.turns import ask
 from tools import TOOLS
-from tools.mcp import close_sessions, loader, mcp_servers, mcp_tools
+from tools.mcp import loader, mcp_servers, mcp_tools
 from tools.settings import ToolSettings, with_tool_settings
 
 BUILT_INS = [t.name for t in TOOLS]
@@ -41,6 +45,36 @@ BASIC_TOOLS = ["add", "send_note", "upsert", "basic__calculator", "pid", "secret
 BASIC_TOOLS += ["crash", "hang", "huge", "record", "fail"]
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("mcp_sessions_closed")]
+
+
+@pytest.fixture
+def saver(tmp_path: Path) -> Iterator[BaseCheckpointSaver[Any]]:
+    """Ferry's saver, the one users get, for `make_agent`'s graphs.
+
+    Not also LangGraph's in-memory one, as conftest's would: an MCP tool's call and result
+    reach the saver as every tool's do, and the loop's tests run that path on both savers.
+    """
+    ferry = default_saver(Settings(db=tmp_path / "ferry.db"))
+    yield ferry
+    ferry.conn.close()
+
+
+@pytest.fixture(scope="module")
+def http_servers() -> Iterator[Callable[[str], str]]:
+    """`url(transport)`: the basic server's endpoint over that transport, started at first use.
+
+    Shared by the module's tests that leave it running: each test's sessions to it close at
+    the test's end (`mcp_sessions_closed`), as a process's would.
+    """
+    with contextlib.ExitStack() as stack:
+        urls: dict[str, str] = {}
+
+        def url(transport: str) -> str:
+            if transport not in urls:
+                urls[transport] = stack.enter_context(http_server(transport))
+            return urls[transport]
+
+        yield url
 
 
 @pytest.fixture
@@ -150,15 +184,14 @@ def test_http_and_sse_servers_serve_their_tools(
     make_agent: Agent,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
+    http_servers: Callable[[str], str],
     transport: str,
     entry: dict[str, str],
 ) -> None:
-    with http_server(transport) as url:
-        configure(monkeypatch, tmp_path, {"web": {"url": url, **entry}})
-        model = scripted([tool_call("add", a=20, b=22), answer("42")])
-        state = ask(make_agent(model), "20 + 22?")
-        [info] = mcp_servers()
-        close_sessions()  # before the server stops
+    configure(monkeypatch, tmp_path, {"web": {"url": http_servers(transport), **entry}})
+    model = scripted([tool_call("add", a=20, b=22), answer("42")])
+    state = ask(make_agent(model), "20 + 22?")
+    [info] = mcp_servers()
     [result] = results(state)
     assert (result.status, result.content) == ("success", "20 + 22 = 42")
     expected = "sse" if transport == "sse" else "streamable_http"
@@ -444,29 +477,31 @@ def test_env_and_header_secrets_reach_neither_logs_nor_checkpoints(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
     starts: Path,
+    http_servers: Callable[[str], str],
 ) -> None:
     token, bearer = f"env-{uuid.uuid4().hex}", f"hdr-{uuid.uuid4().hex}"
     leaks = ["-c", "import os, sys; sys.stderr.write(os.environ['LEAKY'] + '\\n'); sys.exit(1)"]
     db = tmp_path / "t.db"
-    with http_server("streamable-http") as url:
-        configure(
-            monkeypatch,
-            tmp_path,
-            {
-                "basic": basic(starts, env={"MCP_TEST_TOKEN": token}),
-                "web": {"url": url, "headers": {"Authorization": f"Bearer {bearer}"}},
-                "leaky": {
-                    "command": stdio_entry()["command"],
-                    "args": leaks,
-                    "env": {"LEAKY": token},
-                },
+    configure(
+        monkeypatch,
+        tmp_path,
+        {
+            "basic": basic(starts, env={"MCP_TEST_TOKEN": token}),
+            "web": {
+                "url": http_servers("streamable-http"),
+                "headers": {"Authorization": f"Bearer {bearer}"},
             },
-        )
-        model = scripted([parallel(tool_call("basic__secrets"), tool_call("web__secrets")), "ok"])
-        with ferry_log(JsonFormatter()) as json_lines, ferry_log(TextFormatter()) as text_lines:
-            graph = make_agent(model, checkpointer=sqlite_saver(db))
-            state = ask(graph, "what were you given?")
-        close_sessions()
+            "leaky": {
+                "command": stdio_entry()["command"],
+                "args": leaks,
+                "env": {"LEAKY": token},
+            },
+        },
+    )
+    model = scripted([parallel(tool_call("basic__secrets"), tool_call("web__secrets")), "ok"])
+    with ferry_log(JsonFormatter()) as json_lines, ferry_log(TextFormatter()) as text_lines:
+        graph = make_agent(model, checkpointer=sqlite_saver(db))
+        state = ask(graph, "what were you given?")
 
     from_env, from_header = results(state)
     assert from_env.content == "env=[redacted] header="  # the server got it; Ferry hid it
@@ -522,19 +557,19 @@ def test_a_server_that_hangs_at_start_is_left_out_in_time_and_stopped(
         {"basic": basic(starts), "hangs": {"command": stdio_entry()["command"], "args": hangs}},
     )
     # The basic server is started first, however long a busy machine takes (the same entry
-    # reuses its session): the 2 s below are the hung server's alone.
+    # reuses its session): the 1 s below is the hung server's alone, which never answers.
     alone = write_config(tmp_path, {"basic": basic(starts)}, name="basic.json")
     assert [t.name for t in mcp_tools(alone, start_timeout_s=60)] == BASIC_TOOLS
     with ferry_log(TextFormatter()) as lines:
         began = time.monotonic()
-        tools = mcp_tools(path, start_timeout_s=2)
+        tools = mcp_tools(path, start_timeout_s=1)
         waited = time.monotonic() - began
 
     assert [t.name for t in tools] == BASIC_TOOLS  # the other server's tools are there
     assert waited < 15, f"gave up after {waited:.1f} s"
-    assert "warning ferry.mcp: MCP server 'hangs' did not start: no answer within 2 s" in lines
-    status = {s.name: (s.status, s.reason) for s in mcp_servers(path, start_timeout_s=2)}
-    assert status["hangs"] == ("failed", "no answer within 2 s")
+    assert "warning ferry.mcp: MCP server 'hangs' did not start: no answer within 1 s" in lines
+    status = {s.name: (s.status, s.reason) for s in mcp_servers(path, start_timeout_s=1)}
+    assert status["hangs"] == ("failed", "no answer within 1 s")
     pid = int(pid_file.read_text())
     deadline = time.monotonic() + 10
     while _alive(pid) and time.monotonic() < deadline:  # the hung process is not left behind

@@ -4,20 +4,24 @@ A tool that does not declare `readOnlyHint: true` carries `metadata["approval"]`
 the approval gate holds each of its calls in LangChain's HITL format, the reason in the
 description. `approve` in the servers file, per server or per tool, says otherwise both ways.
 `ferry tools` shows which tools ask and why. The servers are real (tests/support/servers/).
+`make_agent`'s graphs are on Ferry's saver alone (see `saver` below).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.messages import ToolMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
 from graph import build_graph
-from graph.storage import sqlite_saver
+from graph.core.settings import Settings
+from graph.storage import default_saver, sqlite_saver
 from tests.support.cli_helpers import Ferry, ferry_env, one_json_object, succeeded
 from tests.support.fixtures import Agent, Scripted
 from tests.support.listings import V1_TOOLS, ListingServer, configure
@@ -31,6 +35,19 @@ NO_HINT = "it does not declare readOnlyHint (it may change things)"
 DESTRUCTIVE = "it declares destructiveHint (it may delete or overwrite things)"
 ASKED_BY_FILE = "the MCP servers file asks for it (mcpServers.basic.{})"
 THREAD = {"configurable": {"thread_id": "t1"}}
+
+
+@pytest.fixture
+def saver(tmp_path: Path) -> Iterator[BaseCheckpointSaver[Any]]:
+    """Ferry's saver, the one users get, for `make_agent`'s graphs.
+
+    Not also LangGraph's in-memory one, as conftest's would: an MCP tool's call is held and
+    resumed by the approval gate as any tool's is, which tests/unit/test_approval.py runs on
+    both savers.
+    """
+    ferry = default_saver(Settings(db=tmp_path / "ferry.db"))
+    yield ferry
+    ferry.conn.close()
 
 
 def results(state: dict[str, Any]) -> list[ToolMessage]:

@@ -89,14 +89,16 @@ def test_a_bad_servers_file_is_one_line_naming_it(cli: Ferry, tmp_path: Path) ->
     ]
 
 
-def test_reading_threads_starts_no_server_and_ask_stops_its_servers(tmp_path: Path) -> None:
+def test_reading_threads_starts_no_server_and_ask_stops_its_servers(
+    cli: Ferry, tmp_path: Path
+) -> None:
     env = ferry_env(
         tmp_path,
         FERRY_MODEL="offline",
         FERRY_MCP_CONFIG=str(write_config(tmp_path, {"basic": basic(tmp_path)})),
         FERRY_APPROVE_TOOLS="send_note",  # an MCP tool: known only once the server has started
     )
-    history = run_command([*FERRY, "history", "--thread", "nope"], env=env, cwd=tmp_path)
+    history = cli("history", "--thread", "nope", env=env, cwd=tmp_path)
     assert history.stderr.strip() == "ferry: unknown thread 'nope' (see `ferry threads`)"
     assert started(tmp_path) == []
 

@@ -5,6 +5,7 @@ Ferry's graph calls it for the real ChatOpenAI and ChatAnthropic clients talking
 emulators (which answer HTTP 400 to what the real APIs refuse), and for the offline model. The
 assertions are on the requests the model servers received, what is stored (read back from the
 SQLite file by a new saver), what `ferry history` and `ferry tools call` print, and the logs.
+The server answers every call alike, so the module's tests share it (`images_config`).
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ from tests.support.servers.anthropic import AnthropicServer, anthropic_answer, a
 from tests.support.servers.mcp_images import PNG_BASE64, png
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
 from tests.support.turns import ask
-from tools.mcp import content
+from tools.mcp import close_sessions, content
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("mcp_sessions_closed")]
+pytestmark = pytest.mark.timeout(120)
 CAPTION = "Sales, March: flat.\n[image 1: image/png, 58 B]"
 STORED = [
     {"type": "text", "text": CAPTION},
@@ -48,13 +49,23 @@ NOT_SHOWN = "[Ferry: not shown, this model does not accept images (FERRY_TOOL_IM
 SENT_AFTER = "[Ferry: sent after the tool results, in a message of their own: "
 
 
-@pytest.fixture(autouse=True)
-def images_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """FERRY_MCP_CONFIG names the images server, started over stdio."""
+@pytest.fixture(scope="module")
+def images_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The servers file of the module's tests: the images server, started over stdio.
+
+    The first test to call it starts it; the next ones use its session (the same entry reuses
+    the same session), which closes at the module's end, as a process's would at its exit.
+    """
     entry = stdio_entry("images", SERVERS / "mcp_images.py")
-    path = write_config(tmp_path, {"images": entry}, "servers.json")
-    monkeypatch.setenv("FERRY_MCP_CONFIG", str(path))
-    return path
+    yield write_config(tmp_path_factory.mktemp("images"), {"images": entry}, "servers.json")
+    close_sessions()
+
+
+@pytest.fixture(autouse=True)
+def images_server(monkeypatch: pytest.MonkeyPatch, images_config: Path) -> Path:
+    """FERRY_MCP_CONFIG names the images server."""
+    monkeypatch.setenv("FERRY_MCP_CONFIG", str(images_config))
+    return images_config
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from langchain_core.messages import ToolMessage
 
 from graph import build_graph
 from graph.storage import sqlite_saver
-from tests.support.cli_helpers import ferry, ferry_env, one_json_object, succeeded
+from tests.support.cli_helpers import Ferry, ferry, ferry_env, one_json_object, succeeded
 from tests.support.listings import V1_TOOLS, ListingServer, cache_file, cached_tools, configure
 from tests.support.mcp import write_config
 from tests.support.scripted import ScriptedModel, answer, tool_call
@@ -124,32 +124,34 @@ def test_the_first_call_starts_the_server_and_the_model_gets_its_result(
 
 
 def test_ferry_ask_reuses_the_listing_and_ferry_tools_refreshes_it(
-    tmp_path: Path, server: ListingServer
+    cli: Ferry, tmp_path: Path, server: ListingServer
 ) -> None:
     path = write_config(tmp_path, {"a": server.entry("a")})
     env = ferry_env(tmp_path, FERRY_MCP_CONFIG=str(path))
+    ask = ("ask", "what is 2+2", "--model", "offline", "--json")
 
-    first = one_json_object(
-        ferry("ask", "what is 2+2", "--model", "offline", "--json", env=env, cwd=tmp_path)
-    )
-    second = one_json_object(
-        ferry("ask", "what is 2+2", "--model", "offline", "--json", env=env, cwd=tmp_path)
-    )
+    # The first in this process (its session closed as at its exit), the next a process.
+    first = one_json_object(cli(*ask, env=env, cwd=tmp_path))
+    close_sessions()
+    second = one_json_object(ferry(*ask, env=env, cwd=tmp_path))
     assert server.starts() == ["a"]  # the second run started no server
     assert [first["answer"], second["answer"]] == ["`2+2` = 4", "`2+2` = 4"]
 
-    listed = json.loads(succeeded(ferry("tools", "--json", env=env, cwd=tmp_path)).stdout)
+    # `ferry tools` in this process, its session closed after each as at a process's exit.
+    listed = json.loads(succeeded(cli("tools", "--json", env=env, cwd=tmp_path)).stdout)
+    close_sessions()
     assert [t["name"] for t in listed["tools"] if t["source"] == "mcp:a"] == V1_TOOLS
     assert server.starts() == ["a", "a"]  # `ferry tools` lists what the server has now
 
     server.tools_version("v2")
-    listed = json.loads(succeeded(ferry("tools", "--json", env=env, cwd=tmp_path)).stdout)
+    listed = json.loads(succeeded(cli("tools", "--json", env=env, cwd=tmp_path)).stdout)
+    close_sessions()
     assert [t["name"] for t in listed["tools"] if t["source"] == "mcp:a"] == ["echo", "fresh"]
     assert cached_tools("a") == [["echo", "fresh"]]  # and what the next ask offers
 
 
 def test_a_rename_is_warned_of_once_until_the_servers_file_changes(
-    tmp_path: Path, server: ListingServer
+    cli: Ferry, tmp_path: Path, server: ListingServer
 ) -> None:
     path = write_config(tmp_path, {"a": server.entry("a")}, name="servers.json")
     env = ferry_env(tmp_path, FERRY_MCP_CONFIG=str(path))
@@ -158,14 +160,17 @@ def test_a_rename_is_warned_of_once_until_the_servers_file_changes(
         "is not a valid tool name): calculator → a__calculator"
     )
 
-    def run() -> str:
+    def run(ferry: Ferry) -> str:
         done = succeeded(ferry("ask", "what is 2+2", "--model", "offline", env=env, cwd=tmp_path))
+        close_sessions()  # as at the process's exit
         return done.stderr
 
-    assert [warning in run(), warning in run()] == [True, False]
+    # Each file's first run in this process (what it said there cannot hide what the next one
+    # says: the warning is remembered per file), the next in a process of its own.
+    assert [warning in run(cli), warning in run(ferry)] == [True, False]
     assert server.starts() == ["a"]
 
     write_config(tmp_path, {"a": server.entry("a", "--flavour", "salty")}, name="servers.json")
-    assert [warning in run(), warning in run()] == [True, False]
+    assert [warning in run(cli), warning in run(ferry)] == [True, False]
     assert server.starts() == ["a", "a"]  # a changed entry is listed again, once
     assert cache_file().stat().st_mode & 0o777 == 0o600

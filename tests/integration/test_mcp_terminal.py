@@ -5,6 +5,9 @@ fails with an OSC 52 clipboard write, a screen clear, an OSC 8 link, C1 controls
 `ferry tools`, `ferry info` and `ferry ask` run in this process on it (the config passed with
 FERRY_MCP_CONFIG), plain and `--json`, and nothing a terminal would act on reaches stdout or
 stderr. `--json` output still parses to the text as the server sent it.
+
+The hostile server answers every call alike, so the in-process tests share it (`shared`); the
+one that fails is started by each test, so each sees it fail.
 """
 
 from __future__ import annotations
@@ -30,16 +33,23 @@ RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 SHOWN = r"\x1b]52;c;cm0gLXJmIH4=\x07"  # the clipboard write, as printed
 
 
+@pytest.fixture(scope="module")
+def shared() -> Iterator[None]:
+    """The hostile server's session, started by the first test and closed at the module's end
+    (the same entry reuses the same session), as a process's would be at its exit."""
+    yield
+    close_sessions()
+
+
 @pytest.fixture(autouse=True)
-def hostile_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+def hostile_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, shared: None) -> None:
     """FERRY_MCP_CONFIG names the hostile server, and one that fails quoting the same text."""
     servers = {
         "hostile": stdio_entry("hostile", SCRIPT, approve=False),  # its tools have no hints
-        "dead": stdio_entry("dead", SCRIPT, args=[str(SCRIPT), "--fail"]),
+        # Its own folder: an entry of this test's, so this test starts it and sees it fail.
+        "dead": stdio_entry("dead", SCRIPT, args=[str(SCRIPT), "--fail"], cwd=str(tmp_path)),
     }
     monkeypatch.setenv("FERRY_MCP_CONFIG", str(write_config(tmp_path, servers, "servers.json")))
-    yield
-    close_sessions()
 
 
 def _ferry(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[str, str]:
@@ -97,9 +107,9 @@ def test_ferry_ask_prints_tool_results_and_errors_escaped(
     assert f"The page says: {HOSTILE}" in json.loads(out)["messages"][2]["content"]
 
 
-@pytest.mark.parametrize(
-    "command", [("tools",), ("tools", "--json"), ("info",), ("info", "--json")]
-)
+# What each command prints is checked in this process above, plain and --json; a process adds
+# Ferry's own log handler, which writes the same line for every command: two of them suffice.
+@pytest.mark.parametrize("command", [("tools",), ("info", "--json")])
 def test_a_ferry_process_writes_nothing_a_terminal_would_obey(
     tmp_path: Path, command: tuple[str, ...]
 ) -> None:

@@ -25,7 +25,14 @@ from graph.builder import build_graph
 from graph.core.log import JsonFormatter
 from graph.core.settings import Settings
 from graph.storage import sqlite_saver
-from tests.support.cli_helpers import ferry, ferry_env, history, one_json_object, succeeded
+from tests.support.cli_helpers import (
+    Ferry,
+    ferry,
+    ferry_env,
+    history,
+    one_json_object,
+    succeeded,
+)
 from tests.support.leaks import found_in, quoting_every_form
 from tests.support.servers.base import Reply
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
@@ -85,6 +92,8 @@ def raw_files(tmp_path: Path) -> str:
 
 
 # --- the CLI: every failure of a thread, one process after another ---------------------------
+# (What reads the thread afterwards, `history` and `threads`, runs in this process: it prints
+# what is stored, which is searched whole after each run.)
 
 
 @pytest.fixture
@@ -98,7 +107,7 @@ def servers() -> Iterator[tuple[OpenAIServer, OpenMeteoServer, TavilyServer]]:
 
 
 def test_cli_runs_that_fail_every_way_leave_no_secret_anywhere(
-    tmp_path: Path, servers: tuple[OpenAIServer, OpenMeteoServer, TavilyServer]
+    cli: Ferry, tmp_path: Path, servers: tuple[OpenAIServer, OpenMeteoServer, TavilyServer]
 ) -> None:
     openai, openmeteo, tavily = servers
     (tmp_path / "notes.txt").write_text(f"Credentials, do not share: {LEAK}\n", encoding="utf-8")
@@ -145,8 +154,8 @@ def test_cli_runs_that_fail_every_way_leave_no_secret_anywhere(
     debugged = run(*resume, env=debug)
     as_json = run(*resume, "--json", env=text_logs)
     answered = succeeded(run(*resume, env=debug))
-    shown = history(thread, env=env, cwd=tmp_path)
-    listed = one_json_object(ferry("threads", "--json", env=env, cwd=tmp_path))
+    shown = history(thread, env=env, cwd=tmp_path, run=cli)
+    listed = one_json_object(cli("threads", "--json", env=env, cwd=tmp_path))
 
     # Each run failed the way it was meant to, and the key was really in use.
     assert (asked.returncode, debugged.returncode, as_json.returncode) == (1, 1, 1)

@@ -7,11 +7,16 @@ new process (`ferry history`, a restarted server) reading another history than t
 one had, time travel or a fork picking up another branch's messages, rows of a thread left
 behind by prune or delete, or a running process replaying the whole thread at every step (its
 turns would slow down as the thread grows).
+
+The thread is grown once for the module; each test works on its own copy of the file, with a
+saver that holds in memory what the growing process's did (`running`).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
+from collections import OrderedDict
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -36,6 +41,8 @@ PER_TURN = 4  # question, call, result, answer
 
 Head = tuple[Any, list[BaseMessage]]
 """A turn's last checkpoint (its config) and the messages the turn ended with."""
+Grown = tuple[Path, FerrySaver, list[Head]]
+"""The grown thread's file, the saver that grew it, and each turn's head."""
 
 
 @tool
@@ -80,28 +87,67 @@ def _described(messages: list[BaseMessage]) -> list[tuple[str, str | None, Any]]
     return [(m.type, m.id, m.content) for m in messages]
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "ferry.db"
+def _carried_on(grower: FerrySaver, db: Path) -> FerrySaver:
+    """A saver on `db`, a copy of `grower`'s file, holding in memory what `grower` holds.
+
+    The process that grew the thread, going on with this test's copy of its file: the
+    histories it built, the steps it put (whose writes it folds, never reading them back),
+    where the newest parts end, its threads' numbers. Its own containers are copied, so no
+    test changes what another's saver holds.
+    """
+    # What a saver holds in memory: a new kind of it must be carried over below too.
+    assert set(vars(grower)) == {"serde", "file", "fold", "histories", "steps", "part_ends"}
+    assert set(vars(grower.histories)) == {"_lock", "_histories"}
+    assert set(vars(grower.steps)) == {"_histories", "_lock", "_put_here", "_writes"}
+    saver = sqlite_saver(db)
+    saver.part_ends = dict(grower.part_ends)
+    saver.file._threads = dict(grower.file._threads)
+    saver.histories._histories = OrderedDict(grower.histories._histories)
+    saver.steps._put_here = OrderedDict(grower.steps._put_here)
+    saver.steps._writes = OrderedDict((k, list(v)) for k, v in grower.steps._writes.items())
+    return saver
+
+
+@pytest.fixture(scope="module")
+def grown(tmp_path_factory: pytest.TempPathFactory) -> Grown:
+    """A thread of TURNS turns, grown by one process whose saver remembered as it went."""
+    folder = tmp_path_factory.mktemp("grown")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [n for n in os.environ if n.startswith("FERRY_")]:
+            patch.delenv(name)  # as conftest's _isolated_env does for each test
+        patch.chdir(folder)
+        grower = _graph(sqlite_saver(folder / "ferry.db"), range(TURNS))
+        heads = _run(grower, range(TURNS))
+    return folder / "ferry.db", grower.checkpointer, heads
 
 
 @pytest.fixture
-def running(db: Path) -> Any:
-    """The graph of the process that grows the thread (a saver that remembers as it goes)."""
-    return _graph(sqlite_saver(db), range(TURNS))
+def db(tmp_path: Path, grown: Grown) -> Path:
+    """This test's copy of the grown thread's file."""
+    path = tmp_path / "ferry.db"
+    with closing(sqlite3.connect(grown[0])) as source, closing(sqlite3.connect(path)) as copy:
+        source.backup(copy)
+    return path
 
 
 @pytest.fixture
-def heads(running: Any) -> list[Head]:
-    """Each turn's head of a thread of TURNS turns, grown by `running`."""
-    return _run(running, range(TURNS))
+def running(db: Path, grown: Grown) -> Any:
+    """The graph of the process that grew the thread (a saver that remembered as it went)."""
+    return _graph(_carried_on(grown[1], db))
+
+
+@pytest.fixture
+def heads(grown: Grown) -> list[Head]:
+    """Each turn's head of the thread of TURNS turns, as the growing process had it."""
+    return grown[2]
 
 
 def test_a_new_process_rebuilds_the_history_the_running_one_had(
     db: Path, running: Any, heads: list[Head]
 ) -> None:
-    seen = heads[-1][1]
+    head, seen = heads[-1]
     assert len(seen) == TURNS * PER_TURN
+    assert running.checkpointer.remembered_history(head) == seen  # held, not read
     assert _messages(running) == seen
     cold = _messages(_cold(db))
     assert _described(cold) == _described(seen)  # order, types, ids and contents

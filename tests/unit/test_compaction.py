@@ -3,12 +3,18 @@ compaction, stored in the thread, extended (not rewritten), and reused by a new 
 fork; `drop` keeps the note alone; a summary that fails leaves the note and the turn goes on.
 
 The thread's model is scripted (what it was sent is recorded); the offline model writes the
-summaries, deterministically: the user's statements word for word.
+summaries, deterministically: the user's statements word for word. The thread of TURNS turns on
+the default settings is talked once per module (`talked`); a test that goes on with it works on
+its own copy of the file.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sqlite3
+from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,18 +65,62 @@ def compactions(caplog: pytest.LogCaptureFixture) -> int:
     return len([r for r in caplog.records if getattr(r, "event", "") == "compaction"])
 
 
-def test_left_out_turns_reach_the_model_as_a_summary_written_a_few_times(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    model = ScriptedModel([answer(f"answer {i}") for i in range(TURNS)])
-    graph = make(tmp_path / "f.db", model)
-    with caplog.at_level(logging.INFO, logger="ferry.loop"):
-        talk(graph, range(TURNS))
+@dataclass(frozen=True)
+class Talked:
+    """A thread of TURNS turns on the default settings, as the process that talked it saw it."""
 
-    state = graph.get_state(CONFIG).values
+    db: Path
+    model: ScriptedModel
+    state: dict[str, Any]
+    compactions: int
+    """How many compactions the process logged."""
+
+
+@pytest.fixture(scope="module")
+def talked(tmp_path_factory: pytest.TempPathFactory) -> Talked:
+    """The thread, talked once for the module's tests, in a folder and environment of its own."""
+    folder = tmp_path_factory.mktemp("talked")
+    records: list[logging.LogRecord] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger, handler = logging.getLogger("ferry.loop"), Collect()
+    level = logger.level
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [n for n in os.environ if n.startswith("FERRY_")]:
+            patch.delenv(name)  # as conftest's _isolated_env does for each test
+        patch.chdir(folder)
+        logger.setLevel(logging.INFO)
+        logger.addHandler(handler)
+        try:
+            model = ScriptedModel([answer(f"answer {i}") for i in range(TURNS)])
+            graph = make(folder / "f.db", model)
+            talk(graph, range(TURNS))
+            state = graph.get_state(CONFIG).values
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+    model.assert_complete()
+    written = len([r for r in records if getattr(r, "event", "") == "compaction"])
+    return Talked(folder / "f.db", model, state, written)
+
+
+def copy_of(talked: Talked, db: Path) -> Path:
+    """`db`: a copy of the talked thread's file, for a test that goes on with it."""
+    with closing(sqlite3.connect(talked.db)) as source, closing(sqlite3.connect(db)) as copy:
+        source.backup(copy)
+    return db
+
+
+def test_left_out_turns_reach_the_model_as_a_summary_written_a_few_times(
+    talked: Talked,
+) -> None:
+    model, state = talked.model, talked.state
     assert len(state["messages"]) == 2 * TURNS  # the stored history stays whole
     summary = state["summary"]
-    written = compactions(caplog)
+    written = talked.compactions
     assert 2 <= written <= TURNS // 5  # once per compaction, not once per turn
     assert len(summary["compactions"]) == written  # extended each time, never started again
     last = model.calls[-1]
@@ -89,10 +139,9 @@ def test_left_out_turns_reach_the_model_as_a_summary_written_a_few_times(
 
 
 def test_a_new_process_and_a_fork_reuse_the_stored_summary(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, talked: Talked
 ) -> None:
-    db = tmp_path / "f.db"
-    talk(make(db, ScriptedModel([answer(f"answer {i}") for i in range(TURNS)])), range(TURNS))
+    db = copy_of(talked, tmp_path / "f.db")
     stored = make(db, ScriptedModel([])).get_state(CONFIG).values["summary"]
 
     later = ScriptedModel([answer("and one more"), answer("from the fork")])

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,29 +100,55 @@ IMPORTED_FIRST = [
 ]
 
 
-@pytest.mark.parametrize("first", IMPORTED_FIRST)
-def test_the_registry_names_are_the_tools_whatever_is_imported_first(
-    first: str, tmp_path: Path
-) -> None:
-    probe = "\n".join(
-        [
-            first,
-            "from langchain_core.tools import BaseTool",
-            "import tools",
-            "from tools import TOOLS, calculator, get_datetime, get_weather, read_file, web_search",
-            "named = [calculator, get_datetime, get_weather, read_file, web_search]",
-            "assert all(isinstance(t, BaseTool) for t in [*named, *TOOLS]), named",
-            "assert tools.calculator is calculator and tools.web_search is web_search",
-            "from tools import files",
-            "assert files.__name__ == 'tools.files'",
-            "print(*[t.name for t in TOOLS])",
-        ]
-    )
+PROBE = """
+import json, sys, traceback
+
+for first in json.loads(sys.argv[1]):
+    # As in a new interpreter: none of Ferry's tools package imported yet.
+    for name in [n for n in sys.modules if n == "tools" or n.startswith("tools.")]:
+        del sys.modules[name]
+    try:
+        exec(first)
+        from langchain_core.tools import BaseTool
+        import tools
+        from tools import TOOLS, calculator, get_datetime, get_weather, read_file, web_search
+        named = [calculator, get_datetime, get_weather, read_file, web_search]
+        assert all(isinstance(t, BaseTool) for t in [*named, *TOOLS]), named
+        assert tools.calculator is calculator and tools.web_search is web_search
+        from tools import files
+        assert files.__name__ == "tools.files"
+        print(json.dumps({"first": first, "registry": [t.name for t in TOOLS]}))
+    except Exception:
+        print(json.dumps({"first": first, "error": traceback.format_exc()}))
+"""
+
+
+@pytest.fixture(scope="module")
+def registries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """What the probe found after each import in IMPORTED_FIRST, by that import.
+
+    One interpreter tries them all, dropping the `tools` modules before each: the state a new
+    interpreter starts in, for that package (the libraries it imports stay, as they would).
+    """
     done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=False
+        [sys.executable, "-c", PROBE, json.dumps(IMPORTED_FIRST)],
+        cwd=tmp_path_factory.mktemp("probe"),
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == [
+    found = [json.loads(line) for line in done.stdout.splitlines()]
+    return {entry["first"]: entry for entry in found}
+
+
+@pytest.mark.parametrize("first", IMPORTED_FIRST)
+def test_the_registry_names_are_the_tools_whatever_is_imported_first(
+    first: str, registries: dict[str, dict[str, Any]]
+) -> None:
+    found = registries[first]
+    assert "error" not in found, found.get("error")
+    assert found["registry"] == [
         "web_search",
         "get_weather",
         "calculator",
