@@ -30,6 +30,7 @@ from graph.core.settings import Settings
 from graph.state import fold_messages
 from graph.storage import FerrySaver, sqlite_saver
 from graph.storage.history import replay as history
+from graph.storage.history.messages import PART
 from graph.storage.sqlite.retention import prune_thread
 from tests.support.scripted import ScriptedModel, answer, tool_call
 from tests.support.stored import part_rows, step_values, write_records
@@ -254,7 +255,13 @@ def test_a_running_saver_reads_no_write_back(
 
     A running saver folds each step's writes into the history it holds as they are put, so it
     reads none of them back (a step another process put would be read, and replayed alone).
+    The grown thread ends where a part does, where even a new process replays nothing: a first
+    turn moves its head between parts, and the second is the one counted (a new saver there
+    replays the first's writes).
     """
+    first = range(TURNS, TURNS + 1)
+    _run(_graph(running.checkpointer, first), first)
+    assert (TURNS + 1) * PER_TURN % PART, "the head must sit between parts"
     replayed: list[int] = []
     message_writes = history._message_writes
 
@@ -264,9 +271,9 @@ def test_a_running_saver_reads_no_write_back(
         return writes
 
     monkeypatch.setattr(history, "_message_writes", counted)
-    next_turn = range(TURNS, TURNS + 1)
-    [(head, seen)] = _run(_graph(running.checkpointer, next_turn), next_turn)
-    assert len(seen) == (TURNS + 1) * PER_TURN
+    second = range(TURNS + 1, TURNS + 2)
+    [(head, seen)] = _run(_graph(running.checkpointer, second), second)
+    assert len(seen) == (TURNS + 2) * PER_TURN
     assert sum(replayed) == 0, replayed
     assert _messages(running) == seen
     assert running.checkpointer.remembered_history(head) is not None
