@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from graph.cli.agent import UserError, settings_of
-from graph.cli.temporal_runtime import RUNTIME, client_of, run_on_temporal, say
+from graph.cli.temporal_runtime import RUNTIME, run_on_temporal, say
 from graph.cli.tool_call import add_tools_option
 
 
@@ -58,15 +58,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    """Cancel the thread's turn on Temporal and wait until it stopped."""
-    from graph.temporal import cancel
+    """Cancel the thread's turn on Temporal and wait until it stopped (the turns' runner's)."""
+    from graph.cli.agent import open_graph
+    from graph.temporal.runner import TemporalRunner
 
     settings = settings_of(args)
-
-    async def stop() -> bool:
-        return await cancel(await client_of(settings), args.thread)
-
-    if not run_on_temporal(stop):
+    with (
+        open_graph(args, need_model=False) as graph,
+        TemporalRunner(settings, graph, say=say) as runner,
+    ):
+        cancelled = runner.cancel(args.thread)
+    if not cancelled:
         raise UserError(f"thread {args.thread} has no turn running on Temporal")
     sys.stderr.write(
         f"thread {args.thread}: its Temporal run is cancelled and the thread is free; "

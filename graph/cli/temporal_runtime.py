@@ -1,8 +1,8 @@
-"""What the Temporal commands share: a runtime of their own, a client, a line on stderr.
+"""What the Temporal commands share: a runtime of their own, a line on stderr.
 
-`ferry worker` and `ferry cancel` run their Temporal work on a runtime of their own
-(`run_on_temporal`), dropped before the process ends; the turns' runner does the same
-(graph/temporal/runner.py).
+`ferry worker` runs its Temporal work on a runtime of its own (`run_on_temporal`), dropped
+before the process ends; the turns' runner (graph/temporal/runner.py), which `ask`, `chat`,
+`resume` and `cancel` use, does the same.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from graph.core.controls import printable
 
 if TYPE_CHECKING:
-    from temporalio.client import Client
     from temporalio.runtime import Runtime
 
     from graph.core.settings import Settings
@@ -69,13 +68,6 @@ def _forget_frames(exc: BaseException | None) -> None:
     while exc is not None:
         exc.__traceback__ = None
         exc = exc.__cause__ or exc.__context__
-
-
-async def client_of(settings: Settings) -> Client:
-    """A client of the configured Temporal server, on this command's runtime."""
-    from graph.temporal import connect
-
-    return await connect(settings, runtime=RUNTIME.get())
 
 
 def say(line: str) -> None:
