@@ -65,10 +65,14 @@ def ferry_env(
 
 
 def ferry(
-    *args: str, env: dict[str, str], cwd: Path, timeout: float = RUN_TIMEOUT_S
+    *args: str,
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float = RUN_TIMEOUT_S,
+    input: str | None = None,  # noqa: A002 - subprocess.run's name
 ) -> subprocess.CompletedProcess[str]:
-    """Run `ferry ARGS…` to completion and capture its output."""
-    return run_command([*FERRY, *args], env=env, cwd=cwd, timeout=timeout)
+    """Run `ferry ARGS…` to completion, `input` on its stdin (else none), and capture its output."""
+    return run_command([*FERRY, *args], env=env, cwd=cwd, timeout=timeout, input=input)
 
 
 class Ferry(Protocol):
@@ -118,14 +122,19 @@ def ferry_in_process(
 
 
 def run_command(
-    argv: list[str], *, env: dict[str, str], cwd: Path, timeout: float = RUN_TIMEOUT_S
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float = RUN_TIMEOUT_S,
+    input: str | None = None,  # noqa: A002 - subprocess.run's name
 ) -> subprocess.CompletedProcess[str]:
-    """Run a command to completion with no stdin, capturing its output as text."""
+    """Run a command to completion, `input` on its stdin (else none), capturing its output."""
     return subprocess.run(
         argv,
         env=env,
         cwd=cwd,
-        stdin=subprocess.DEVNULL,
+        **({"stdin": subprocess.DEVNULL} if input is None else {"input": input}),
         capture_output=True,
         text=True,
         encoding="utf-8",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
 import threading
 from pathlib import Path
 
@@ -20,9 +19,8 @@ from temporalio.api.enums.v1 import EventType
 
 from graph.temporal import connect, workflow_id
 from tests.support.cli_helpers import (
-    FERRY,
-    RUN_TIMEOUT_S,
     Ferry,
+    ferry,
     kill,
     new_thread_id,
     start_ferry,
@@ -261,16 +259,11 @@ def test_chat_on_temporal_answers_each_question_on_one_thread(
     # `lookup` is a tool of the worker's only: run in-process, the call would be refused.
     lookup = openai_tool_calls(("lookup", {"key": "answer"}))
     model.script([lookup, openai_answer("It is 42."), openai_answer("Still 42.")])
-    done = subprocess.run(
-        [*FERRY, "chat"],
+    done = ferry(
+        "chat",
         input="What is 6 * 7?\nAnd now?\n",
         env=env,
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=RUN_TIMEOUT_S,
-        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert "It is 42." in done.stdout and "Still 42." in done.stdout

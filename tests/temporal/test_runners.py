@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.support.cli_helpers import FERRY, RUN_TIMEOUT_S, Ferry, ferry_env, new_thread_id
+from tests.support.cli_helpers import Ferry, ferry, ferry_env, new_thread_id
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
 from tests.temporal.helpers import SharedWorker
 
@@ -186,16 +185,13 @@ def test_chat_answers_each_question_on_one_thread(
 ) -> None:
     model.script([CALC, openai_answer("It is 42."), openai_answer("Still 42.")])
 
-    done = subprocess.run(
-        [*FERRY, "chat", "--thread", thread],
+    done = ferry(
+        "chat",
+        "--thread",
+        thread,
         input="What is 6 * 7?\nAnd now?\n",
         env=runner_env(),
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=RUN_TIMEOUT_S,
-        check=False,
     )
 
     assert done.returncode == 0, done.stderr
