@@ -20,12 +20,13 @@ from langgraph.store.base import BaseStore
 
 if TYPE_CHECKING:
     from langgraph.store.base import Op, Result
+    from langgraph.store.sqlite import SqliteStore
 
 
 def default_store(db: Path, database_url: str | None = None) -> BaseStore:
     """A store for the life of the process on `database_url`, else the SQLite file `db`."""
-    set_up_store(db, database_url)
     if database_url:
+        set_up_store(db, database_url)
         from langgraph.store.postgres import PostgresStore
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
@@ -40,36 +41,41 @@ def default_store(db: Path, database_url: str | None = None) -> BaseStore:
         )
         atexit.register(pool.close)
         return PostgresStore(pool)  # type: ignore[arg-type]
-    from langgraph.store.sqlite import SqliteStore
-
-    from graph.storage.sqlite.saver import connect
-
-    sqlite = SqliteStore(_own_connection(connect(db)))
-    sqlite.setup()  # nothing left to migrate: it only notes that it is set up
-    return sqlite
+    return _sqlite_store(db)
 
 
 @contextmanager
 def open_store(db: Path, database_url: str | None = None) -> Iterator[BaseStore]:
     """A store for the length of a command, closed afterwards (as `default_store` picks)."""
-    set_up_store(db, database_url)
     if database_url:
         from langgraph.store.postgres import PostgresStore
 
+        set_up_store(db, database_url)
         with PostgresStore.from_conn_string(database_url) as postgres:
             yield postgres
         return
+    sqlite = _sqlite_store(db)
+    try:
+        yield sqlite
+    finally:
+        sqlite.conn.close()
+
+
+def _sqlite_store(db: Path) -> SqliteStore:
+    """LangGraph's store on `db`, on a connection of its own, its tables set up there first."""
     from langgraph.store.sqlite import SqliteStore
 
     from graph.storage.sqlite.saver import connect
 
     conn = _own_connection(connect(db))
     try:
-        sqlite = SqliteStore(conn)
-        sqlite.setup()  # nothing left to migrate: it only notes that it is set up
-        yield sqlite
-    finally:
+        _migrate_sqlite_store(conn)
+    except BaseException:
         conn.close()
+        raise
+    sqlite = SqliteStore(conn)
+    sqlite.setup()  # nothing left to migrate: it only notes that it is set up
+    return sqlite
 
 
 def set_up_store(db: Path, database_url: str | None = None) -> None:

@@ -13,7 +13,6 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -169,13 +168,3 @@ class SqliteLeases:
         """Close the connection."""
         if self._conn_or_none is not None:
             self._conn_or_none.close()
-
-
-def main_file(database_list: Iterable[Sequence[Any]]) -> Path | None:
-    """The main database's file among the rows of `PRAGMA database_list`; None in memory."""
-    return next((Path(row[2]) for row in database_list if row[1] == "main" and row[2]), None)
-
-
-def sqlite_file(conn: sqlite3.Connection) -> Path | None:
-    """The file a connection's main database lives in; None in memory."""
-    return main_file(conn.execute("PRAGMA database_list"))
