@@ -22,8 +22,8 @@ from typing import Any
 
 from bench.features_cost import features_phase
 from bench.phase import growth_phase, log
-from bench.processes import ferry_ask_startup, ferry_help, ferry_threads, postgres_cold_read
-from bench.report import DEFINITIONS, render
+from bench.processes import ferry_ask_startup, postgres_cold_read, startup
+from bench.report import DEFINITIONS, render, render_startup
 from bench.systems import SYSTEMS
 from bench.targets import targets
 from bench.temporal_scale import temporal_phase
@@ -46,6 +46,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument(
         "--quick", action="store_true", help="smoke run (~30 s): 10/30 turns, small sizes"
+    )
+    p.add_argument(
+        "--startup",
+        action="store_true",
+        help="only the start-up measures (~1 min): python -c pass, ferry --help, ferry threads",
     )
     p.add_argument(
         "--systems", default=",".join(SYSTEMS), help=f"comma-separated: {','.join(SYSTEMS)}"
@@ -96,6 +101,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             setattr(args, key, value)
     if args.quick:
         args.repeat = min(args.repeat, 3)
+    if args.startup and args.out == p.get_default("out"):
+        args.out = args.out.with_name("results-startup.json")  # a full run's results stay
     if len(args.points) < 2 or args.points != sorted(set(args.points)) or args.points[0] < 2:
         p.error("--points needs at least two increasing turn counts, the first >= 2")
     return args
@@ -178,16 +185,32 @@ def concurrency_phase(args: argparse.Namespace, name: str, workdir: Path) -> dic
     return conc
 
 
+def startup_phase(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    log(
+        f"load average {_load()}; python -c pass, ferry --help, ferry threads with "
+        f"{args.list_threads} threads (made once by Ferry) and with none, in turn"
+    )
+    return startup(workdir, args.list_threads, args.repeat)
+
+
+def run_startup(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """`--startup`: the start-up measures alone, and their targets."""
+    started = time.monotonic()
+    results: dict[str, Any] = {"meta": meta(args), "systems": {}}
+    results |= startup_phase(args, workdir)
+    results["meta"]["total_seconds"] = time.monotonic() - started
+    results["meta"]["load_at_end"] = _load()
+    results["targets"] = [t for t in targets(results) if t["target"].startswith("`ferry")]
+    return results
+
+
 def run(args: argparse.Namespace, names: list[str], workdir: Path) -> dict[str, Any]:
     """Every workload, in order; the results as written to the JSON."""
     started = time.monotonic()
     results: dict[str, Any] = {"meta": meta(args), "systems": {n: {} for n in names}}
-    log(f"load average {_load()}; ferry --help")
-    results["ferry_help"] = ferry_help(args.repeat)
+    results |= startup_phase(args, workdir)
     log("a one-tool ferry ask offline beside importing langgraph.graph + langchain_core.messages")
     results["ferry_ask"] = ferry_ask_startup(workdir, max(args.repeat, 5))
-    log(f"ferry threads with {args.list_threads} threads (made once by Ferry)")
-    results["ferry_threads"] = ferry_threads(workdir, args.list_threads, args.repeat)
     for name, figures in growth_phase(args, names, workdir).items():
         results["systems"][name]["growth"] = figures
     results["postgres"] = postgres_phase(args, results)
@@ -223,13 +246,13 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="ferry-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        results = run(args, names, workdir)
+        results = run_startup(args, workdir) if args.startup else run(args, names, workdir)
     finally:
         if not args.keep and args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(render(results))
+    print(render_startup(results) if args.startup else render(results))
     print(f"\nwrote {args.out}  ({results['meta']['total_seconds']:.0f} s)")
     if args.keep:
         print(f"databases kept in {workdir}")

@@ -56,16 +56,6 @@ def median_seconds(fn: Callable[[], Any], repeat: int) -> float:
     return statistics.median(times)
 
 
-def best_seconds(fn: Callable[[], Any], repeat: int) -> float:
-    """Best wall time of `repeat` calls of `fn`."""
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return min(times)
-
-
 def table_bytes(path: Path) -> dict[str, int]:
     """Bytes of pages per table and index (SQLite's `dbstat`), to see where the file goes."""
     conn = sqlite3.connect(path, timeout=60)

@@ -1,5 +1,5 @@
-"""What a new process pays: a cold read, the memory to hold a thread, `ferry threads`, `--help`,
-a one-tool `ferry ask`."""
+"""What a new process pays: a cold read, the memory to hold a thread, `ferry threads`, `--help`
+(beside `python -c pass`), a one-tool `ferry ask`."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from bench.measure import best_seconds
 from bench.model import BenchModel
 from bench.systems import build, setup
 from bench.tools import fetch_blob
@@ -66,15 +66,6 @@ def ferry_command(*args: str) -> list[str]:
     return [str(exe) if exe.exists() else shutil.which("ferry") or "ferry", *args]
 
 
-def ferry_help(repeat: int) -> dict[str, Any]:
-    command = ferry_command("--help")
-
-    def once() -> None:
-        subprocess.run(command, check=True, capture_output=True, env=bench_env())
-
-    return {"best_s": best_seconds(once, repeat), "command": " ".join(command)}
-
-
 IMPORTS = "import langgraph.graph, langchain_core.messages"
 # The same imports with the collector as `ferry` runs it (graph/cli/collection.py): paused while
 # they load, everything frozen at the end; what `ferry ask` adds to them on equal terms.
@@ -113,8 +104,8 @@ def ferry_ask_startup(workdir: Path, repeat: int) -> dict[str, Any]:
     return medians | {"runs": runs, "question": question, "imports": IMPORTS}
 
 
-def ferry_threads(workdir: Path, threads: int, repeat: int) -> dict[str, Any]:
-    """`ferry threads` on a file of `threads` one-turn threads, made by Ferry (one call each)."""
+def threads_file(workdir: Path, threads: int) -> Path:
+    """A SQLite file of `threads` one-turn threads, made by Ferry (one model call each)."""
     path = workdir / f"threads-{threads}.db"
     system = build("ferry", path, BenchModel(rounds=0), [fetch_blob])
     setup(system)
@@ -123,20 +114,68 @@ def ferry_threads(workdir: Path, threads: int, repeat: int) -> dict[str, Any]:
             system.invoke(f"Thread {i}: say hello.", f"thread-{i:05d}")
     finally:
         system.close()
-    command = ferry_command("threads")
-    env = bench_env(FERRY_DB=str(path))
-    listed = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
+    return path
 
-    def once(env: dict[str, str] = env) -> None:
-        subprocess.run(command, check=True, capture_output=True, env=env)
 
-    empty = bench_env(FERRY_DB=str(workdir / "threads-none.db"))
+def _timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and user + system CPU seconds of one run of `command` (a child of this process)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True, env=env, timeout=600)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def startup(workdir: Path, threads: int, repeat: int) -> dict[str, Any]:
+    """`python -c pass`, `ferry --help`, `ferry threads` on `threads` threads and on none.
+
+    Run in turn, `repeat` rounds, so a machine's load weighs on all alike: best and median wall,
+    median CPU. Bytecode is written (a first round, not counted, writes it), as a user's second
+    command reads it; `python -c pass` is this interpreter, the one `ferry`'s script runs.
+    """
+    path = threads_file(workdir, threads)
+    env = {k: v for k, v in bench_env().items() if k != "PYTHONDONTWRITEBYTECODE"}
+    listing = env | {"FERRY_DB": str(path)}
+    empty = env | {"FERRY_DB": str(workdir / "threads-none.db")}
+    commands = {
+        "python": ([sys.executable, "-c", "pass"], env),
+        "help": (ferry_command("--help"), env),
+        "threads": (ferry_command("threads"), listing),
+        "threads_empty": (ferry_command("threads"), empty),
+    }
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+    for i in range(repeat + 1):
+        for name, (command, command_env) in commands.items():
+            timed = _timed(command, command_env)
+            if i:  # the first round writes the bytecode
+                runs[name].append(timed)
+
+    def figures(name: str) -> dict[str, Any]:
+        walls, cpus = [w for w, _ in runs[name]], [c for _, c in runs[name]]
+        return {
+            "best_s": min(walls),
+            "median_s": statistics.median(walls),
+            "cpu_s": statistics.median(cpus),
+            "runs": runs[name],
+            "command": " ".join(commands[name][0]),
+        }
+
+    listed = subprocess.run(
+        ferry_command("threads"), check=True, capture_output=True, text=True, env=listing
+    )
+    threads_figures = figures("threads")
+    empty_figures = figures("threads_empty")
     return {
-        "best_s": best_seconds(once, repeat),
-        "empty_best_s": best_seconds(lambda: once(empty), repeat),
-        "threads": threads,
-        "listed": len(listed.stdout.splitlines()),
-        "command": " ".join(command),
+        "python_startup": figures("python"),
+        "ferry_help": figures("help"),
+        "ferry_threads": threads_figures
+        | {
+            "empty_best_s": empty_figures["best_s"],
+            "empty_cpu_s": empty_figures["cpu_s"],
+            "threads": threads,
+            "listed": len(listed.stdout.splitlines()),
+        },
     }
 
 

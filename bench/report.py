@@ -164,14 +164,11 @@ def _rows(results: dict[str, Any]) -> list[tuple[str, list[Any], str] | str]:
             "n",
         )
     )
-    rows.append(
-        (
-            "`ferry --help` (best)",
-            [get(results, "ferry_help", "best_s") if n == "ferry" else None for n in names],
-            "s",
-        )
-    )
     ferry_only = [n == "ferry" for n in names]
+    rows += [
+        (label, [value if f else None for f in ferry_only], kind)
+        for label, value, kind in _startup_rows(results)[:2]
+    ]
     for key, label in (
         ("ask_cpu_s", "one-tool `ferry ask` offline, CPU (median)"),
         ("imports_cpu_s", "  importing langgraph.graph + langchain_core.messages, CPU"),
@@ -189,30 +186,67 @@ def _rows(results: dict[str, Any]) -> list[tuple[str, list[Any], str] | str]:
         ("all", "  with all of them on"),
     ):
         rows.append((label, [features.get(mode) if f else None for f in ferry_only], "ms"))
-    threads = get(results, "ferry_threads", "threads")
-    rows.append(
-        (
-            f"`ferry threads`, {threads} threads (best)",
-            [get(results, "ferry_threads", "best_s") if n == "ferry" else None for n in names],
-            "s",
-        )
-    )
-    rows.append(
-        (
-            "`ferry threads`, empty database (best)",
-            [
-                get(results, "ferry_threads", "empty_best_s") if n == "ferry" else None
-                for n in names
-            ],
-            "s",
-        )
-    )
+    rows += [
+        (label, [value if f else None for f in ferry_only], kind)
+        for label, value, kind in _startup_rows(results)[2:]
+    ]
     return rows  # fmt: skip
+
+
+def _startup_rows(results: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """`python -c pass` and `--help`, then the listings: best wall, and median CPU beside it."""
+    threads = get(results, "ferry_threads", "threads")
+    rows = []
+    for label, key, best, cpu in (
+        ("`python -c pass`, the interpreter alone", "python_startup", "best_s", "cpu_s"),
+        ("`ferry --help`", "ferry_help", "best_s", "cpu_s"),
+        (f"`ferry threads`, {threads} threads", "ferry_threads", "best_s", "cpu_s"),
+        ("`ferry threads`, empty database", "ferry_threads", "empty_best_s", "empty_cpu_s"),
+    ):
+        rows.append((f"{label} (best wall)", get(results, key, best), "s"))
+        rows.append(("  its CPU (median)", get(results, key, cpu), "s"))
+    return rows
+
+
+def render_startup(results: dict[str, Any]) -> str:
+    """`python -m bench --startup`'s table: each command's times, and beyond the interpreter's."""
+    python = get(results, "python_startup", "best_s")
+    python_cpu = get(results, "python_startup", "cpu_s")
+    body = []
+    for index, (label, value, _) in enumerate(_startup_rows(results)):
+        base = python_cpu if index % 2 else python  # rows alternate: best wall, its CPU
+        beyond = value - base if value is not None and base is not None and index > 1 else None
+        shown = "–" if beyond is None else f"{beyond * 1000:.0f} ms"
+        body.append([label, _cell(None if value is None else value * 1000, "ms"), shown])
+    meta = results["meta"]
+    lines = [
+        f"{meta['date'][:10]}, commit {meta.get('commit')}, {meta['cpus']} CPUs (load "
+        f"{meta.get('load_at_start')} at start, {meta.get('load_at_end')} at end), Python "
+        f"{meta['python']}; `python -m bench --startup`, {meta.get('total_seconds', 0):.0f} s.",
+        "",
+        *_markdown(["command", "time", "beyond `python -c pass`"], body),
+        "",
+    ]
+    return "\n".join(lines + _targets_table(results))
 
 
 def _markdown(header: list[str], body: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return lines + ["| " + " | ".join(row) + " |" for row in body]
+
+
+def _targets_table(results: dict[str, Any]) -> list[str]:
+    t_body = []
+    for t in results["targets"]:
+        value = t["value"]
+        shown = f"{value:.2f}" if isinstance(value, float) else "–" if value is None else str(value)
+        met = {True: "yes", False: "**no**", None: "–"}[t["met"]]
+        unit = {"×": "×", "n": ""}.get(t["unit"], f" {t['unit']}")
+        limit = "" if t["limit"] is None else f"{t['limit']:g}{unit}"
+        t_body.append(
+            [t["target"], shown + unit if isinstance(value, int | float) else shown, limit, met]
+        )
+    return _markdown(["target (issue 14)", "Ferry", "limit", "met"], t_body)
 
 
 def render(results: dict[str, Any]) -> str:
@@ -236,17 +270,7 @@ def render(results: dict[str, Any]) -> str:
         *_markdown(["metric", *(LABELS[n] for n in names)], body),
         "",
     ]
-    t_body = []
-    for t in results["targets"]:
-        value = t["value"]
-        shown = f"{value:.2f}" if isinstance(value, float) else "–" if value is None else str(value)
-        met = {True: "yes", False: "**no**", None: "–"}[t["met"]]
-        unit = {"×": "×", "n": ""}.get(t["unit"], f" {t['unit']}")
-        limit = "" if t["limit"] is None else f"{t['limit']:g}{unit}"
-        t_body.append(
-            [t["target"], shown + unit if isinstance(value, int | float) else shown, limit, met]
-        )
-    lines += _markdown(["target (issue 14)", "Ferry", "limit", "met"], t_body)
+    lines += _targets_table(results)
     notes = [
         f"- {LABELS[n]}: {s['growth']['skipped']}"
         for n, s in results["systems"].items()
@@ -257,4 +281,5 @@ def render(results: dict[str, Any]) -> str:
 
 if __name__ == "__main__":
     saved = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).with_name("results.json"))
-    print(render(json.loads(saved.read_text())))
+    loaded = json.loads(saved.read_text())
+    print(render(loaded) if loaded["systems"] else render_startup(loaded))

@@ -20,7 +20,6 @@ default action of SIGINT and a Ctrl-C would kill the process without a word.
 from __future__ import annotations
 
 import atexit
-import logging
 import os
 import signal
 import sys
@@ -28,9 +27,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graph.runs.background import run_cancelled
+
+if TYPE_CHECKING:
+    from logging import LogRecord
 
 DOUBLE_PRESS_S = 0.5
 """A Ctrl-C this soon after the one just handled is the same press, repeated: not a new one."""
@@ -126,7 +128,9 @@ def end_at_exit(code: int) -> None:
 def _end_before_teardown() -> None:
     if not (_after_stored.get("recording") and _console_exit):
         return
-    logging.shutdown()  # registered before this: it would not run after os._exit
+    logging = sys.modules.get("logging")  # imported by the run if it logs; not by `--help`
+    if logging is not None:
+        logging.shutdown()  # its own exit handler may come after this one: not after os._exit
     for stream in (sys.stdout, sys.stderr):  # a Ctrl-C while it blocks is recorded
         try:
             stream.flush()
@@ -158,15 +162,22 @@ def rearm_interrupt() -> None:
     signal.signal(signal.SIGINT, after_the_last_press)
 
 
-class _NotFromCancelledRuns(logging.Filter):
-    """Drop the log records of a run Ctrl-C cancelled: they would land in the next prompt."""
+class _NotFromCancelledRuns:
+    """Drop the log records of a run Ctrl-C cancelled: they would land in the next prompt.
 
-    def filter(self, record: logging.LogRecord) -> bool:
+    A filter as logging takes any (an object with `filter`), so that importing this module,
+    which `ferry --help` does, does not import logging.
+    """
+
+    def filter(self, record: LogRecord) -> bool:
+        """Keep `record` unless it comes from a cancelled run."""
         return not run_cancelled()
 
 
 def quiet_cancelled_runs(*loggers: str) -> None:
     """Keep the log lines of cancelled runs off the handlers of `loggers` (the CLI's logs)."""
+    import logging
+
     for name in loggers:
         for handler in logging.getLogger(name).handlers:
             if not any(isinstance(f, _NotFromCancelledRuns) for f in handler.filters):
@@ -175,6 +186,8 @@ def quiet_cancelled_runs(*loggers: str) -> None:
 
 def quiet_after_interrupt() -> None:
     """Stop log lines: an abandoned run may still log, after the one line Ctrl-C prints."""
+    import logging
+
     logging.disable(logging.CRITICAL)
 
 

@@ -7,7 +7,6 @@ before the process ends; the turns' runner (graph/temporal/runner.py), which `as
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import gc
 import sys
@@ -38,6 +37,8 @@ def run_on_temporal(
     Its core's log lines never reach stdout (`quiet_runtime`). A call the server did not
     answer, with `settings`, is one line naming its address.
     """
+    import asyncio  # here, not at the top: `ferry --help` imports this module
+
     from graph.temporal.client import (
         DEFAULT_ADDRESS,
         TemporalUnreachable,
