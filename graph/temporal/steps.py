@@ -206,7 +206,12 @@ def _start_of_turn(graph: FerryGraph, step: StepInput, config: RunnableConfig) -
 
     Before the question is stored that is the thread's head; a retried first step (the first
     attempt stored it) finds it further back, so every attempt reports the same invocation.
+    The head is read alone first: the history is listed (every checkpoint of the thread, read
+    whole) only when the head already holds the question.
     """
+    head = graph.get_state(config)
+    if step.message_id is None or step.message_id not in message_ids(head):
+        return _checkpoint_id(head)
     for state in graph.get_state_history(config):
         ids = message_ids(state)
         if step.message_id is None or step.message_id not in ids:
