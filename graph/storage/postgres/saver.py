@@ -42,7 +42,13 @@ from graph.storage.leases.sqlite import LeaseStore
 from graph.storage.postgres.stored_histories import CachedHistories, Steps, T
 from graph.storage.threads import reading as stored_threads
 from graph.storage.threads.started import on_its_loop
-from graph.storage.threads.summaries import DELETE_POSTGRES, SAVE_POSTGRES, Row, listing_rows
+from graph.storage.threads.summaries import (
+    DELETE_POSTGRES,
+    LISTING,
+    SAVE_POSTGRES,
+    Row,
+    listing_rows,
+)
 
 try:
     import psycopg
@@ -481,9 +487,10 @@ def postgres_saver(url: str, *, fold: Fold | None = None) -> FerryPostgresSaver:
 class AsyncFerryPostgresSaver(NamesThreadOnRefusal, AsyncPostgresSaver):
     """LangGraph's async Postgres saver, for the server; a refused value names its thread.
 
-    It rebuilds histories as the sync one does; its threads' summary rows are left to the next
-    listing. A `FerryStore` for the runs it serves (started calls, leases); the upkeep of
-    stored threads is a command's (`ferry prune`, on the sync saver).
+    It rebuilds histories as the sync one does. Its puts leave the threads' summary rows to the
+    next listing, which it reads and stores as the sync one does. A `FerryStore`: its sync
+    methods (started calls, thread summaries, stored bytes) run its async ones on its loop, from
+    a worker thread (a sync node's, or a command's); the loop itself must await those.
     """
 
     SELECT_SQL = FerryPostgresSaver.SELECT_SQL
@@ -594,10 +601,30 @@ class AsyncFerryPostgresSaver(NamesThreadOnRefusal, AsyncPostgresSaver):
         refuse_pruning_checkpoints()
 
     def threads_updated_before(self, cutoff: datetime) -> list[str]:
-        """Refused: listing threads is a command's work, on the sync saver (`ferry prune`)."""
-        raise NotSupportedByDatabase(
-            "the server's Postgres saver does not list threads; use `ferry prune --before DATE`"
-        )
+        """Ids of the threads last updated before `cutoff` (from a worker thread)."""
+        return stored_threads.threads_updated_before(self, cutoff)
+
+    def thread_summaries(self) -> list[tuple[Any, ...]]:
+        """Each thread's listing row (from a worker thread, on the saver's loop)."""
+        return list(on_its_loop(saver_loop(self), self.athread_summaries()))
+
+    def save_summary(self, row: Row) -> None:
+        """Write a thread's summary row (from a worker thread, on the saver's loop)."""
+        on_its_loop(saver_loop(self), self.asave_summary(row))
+
+    async def athread_summaries(self) -> list[tuple[Any, ...]]:
+        """Each thread's listing row (`graph.storage.threads.summaries.LISTING`)."""
+        async with postgres_cursor(self) as cur:
+            await cur.execute(LISTING)
+            return [tuple(row.values()) for row in await cur.fetchall()]
+
+    async def asave_summary(self, row: Row) -> None:
+        """Write a thread's summary row; nothing if the database may not be written."""
+        try:
+            async with postgres_cursor(self) as cur:
+                await cur.execute(SAVE_POSTGRES, row)
+        except psycopg.Error as error:
+            log.debug("summary of %s not stored: %s", row[0], error)
 
     def leases(self, timeout_s: float, *, holder: str) -> LeaseStore | None:
         """Advisory locks on the database, on connections of their own (`leases.postgres`)."""
