@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from graph.cli.approvals import CHOICES, ask_decisions
 from graph.cli.collection import collection_after_loading
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from graph.builder import FerryGraph
     from graph.core.settings import Settings
     from graph.runs.runner import Event, TurnRunner
-    from graph.storage import Saver
 
 
 class UserError(Exception):
@@ -422,9 +421,11 @@ def user_message(question: Question) -> HumanMessage:
 def pick_thread(graph: FerryGraph, args: argparse.Namespace) -> str | None:
     """Set `args.thread` (the most recent one for `--continue`); a note if a given id is new."""
     if args.continue_:
+        from graph.storage.ferry_store import ferry_store
         from graph.storage.threads.reading import list_threads
 
-        threads = list_threads(cast("Saver", graph.checkpointer))
+        store = ferry_store(graph.checkpointer)  # the command's own saver: always one
+        threads = list_threads(store) if store is not None else []
         if not threads:
             raise UserError("no thread to continue yet: ask a question first")
         args.thread = threads[0]["thread_id"]

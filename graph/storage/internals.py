@@ -174,7 +174,7 @@ LANGGRAPH_POSTGRES_COLUMNS = {
     "checkpoint_writes": ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx",
                           "channel", "type", "blob", "task_path"),
 }  # fmt: skip
-"""LangGraph's Postgres tables and the columns Ferry's own SQL reads (`postgres.history_sql`,
+"""LangGraph's Postgres tables and the columns Ferry's own SQL reads (`postgres.stored_histories`,
 `threads.summaries`, `postgres.saver`): the ancestor walk, the writes' range query, the snapshot
 lookup and the listing. Also relied on: `checkpoints.checkpoint` is JSONB holding
 `channel_versions`, a channel's blob is keyed by (thread, namespace, channel, version), and a

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,35 @@ def test_the_server_factory_and_the_cli_share_threads(
         result = make_agent(model, cli_saver).invoke({"messages": [("user", "doubled?")]}, config)
         assert [t["messages"] for t in list_threads(cli_saver)] == [6]
     assert kinds(result["messages"]) == ["Human", "AI", "Tool", "AI", "Human", "AI"]
+
+
+def test_the_servers_saver_lists_threads_as_the_clis_does(
+    make_agent: Agent, database_url: str
+) -> None:
+    from graph.state import fold_messages
+    from graph.storage.postgres.saver import async_postgres_saver
+
+    config = {"configurable": {"thread_id": "t1"}}
+    with open_postgres_saver(database_url) as cli_saver:
+        graph = make_agent(ScriptedModel([answer("hello")]), cli_saver)
+        graph.invoke({"messages": [("user", "hi")]}, config)
+        listed = list_threads(cli_saver)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM ferry_thread_summaries")  # the listing rebuilds and stores it
+
+    async def on_the_server() -> tuple[list[Any], list[str]]:
+        async with async_postgres_saver(database_url, fold=fold_messages) as saver:
+            with pytest.raises(asyncio.InvalidStateError):
+                saver.thread_summaries()  # on the saver's own loop it must be awaited
+            threads = await asyncio.to_thread(list_threads, saver)
+            cutoff = datetime(2999, 1, 1, tzinfo=UTC)
+            return threads, await asyncio.to_thread(saver.threads_updated_before, cutoff)
+
+    threads, older = asyncio.run(on_the_server())
+    assert threads == listed and [t["messages"] for t in threads] == [2] and older == ["t1"]
+    with psycopg.connect(database_url) as conn:
+        stored = conn.execute("SELECT thread_id, messages FROM ferry_thread_summaries").fetchall()
+    assert stored == [("t1", 2)]
 
 
 class FakeThreads:

@@ -7,6 +7,7 @@ line naming the database, by Python and by `ferry`, before anything is changed.
 
 from __future__ import annotations
 
+import sys
 import uuid
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from graph.storage import DatabaseError
 from graph.storage.postgres import layout_versions
-from graph.storage.postgres.saver import open_postgres_saver, postgres_setup
+from graph.storage.postgres.saver import LAYOUT_VERSION, open_postgres_saver, postgres_setup
 from tests.support.cli_helpers import Ferry, ferry_env
 from tests.support.pgserver import PostgresServer
 
@@ -41,7 +42,19 @@ def test_a_new_database_records_the_current_version(database_url: str) -> None:
     postgres_setup(database_url)
     postgres_setup(database_url)  # a second setup records nothing more
 
-    assert recorded(database_url) == [1] == list(range(1, layout_versions.current() + 1))
+    assert recorded(database_url) == [1] == list(range(1, LAYOUT_VERSION + 1))
+    assert len(layout_versions.MIGRATIONS) == LAYOUT_VERSION
+
+
+def test_the_migrations_are_imported_only_for_an_older_layout(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    postgres_setup(database_url)
+    monkeypatch.delitem(sys.modules, "graph.storage.postgres.layout_versions")
+
+    postgres_setup(database_url)
+
+    assert "graph.storage.postgres.layout_versions" not in sys.modules
 
 
 def test_a_database_of_the_release_keeps_its_rows_and_is_recorded_at_1(database_url: str) -> None:
@@ -61,7 +74,7 @@ def test_a_database_of_a_newer_layout_is_refused_naming_it(
 ) -> None:
     postgres_setup(database_url)
     with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute("INSERT INTO ferry_migrations VALUES (%s)", (layout_versions.current() + 1,))
+        conn.execute("INSERT INTO ferry_migrations VALUES (%s)", (LAYOUT_VERSION + 1,))
     name = database_url.rsplit("/", 1)[1]
 
     with pytest.raises(DatabaseError) as refused:

@@ -67,7 +67,7 @@ def from_the_start(url: str, config: Any = THREAD) -> list[Any]:
 @pytest.fixture
 def replays(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, int]]]:
     """(checkpoints walked, write rows read) of each rebuild."""
-    import graph.storage.postgres.history as pg
+    import graph.storage.postgres.stored_histories as pg
 
     seen: list[tuple[int, int]] = []
     replayed = pg.replayed

@@ -112,6 +112,10 @@ def _parameters(method: Any) -> list[tuple[str, Any, Any]]:
 @pytest.mark.parametrize("saver", SAVERS, ids=lambda s: s.__name__)
 def test_each_saver_has_the_protocols_methods_with_its_signatures(saver: type[Any]) -> None:
     assert _protocol_methods() == [
+        "get_tuple",
+        "get_delta_channel_history",
+        "thread_summaries",
+        "save_summary",
         "first_start",
         "forget_start",
         "leases",

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import Checkpoint, CheckpointTuple
 
+    from graph.storage.ferry_store import FerryStore
     from graph.storage.history.folding import Fold
     from graph.storage.internals import DeltaChannelHistory
 
@@ -54,18 +55,6 @@ class ReadsHistories(Protocol):
         ...
 
 
-class KeepsSummaries(ReadsHistories, Protocol):
-    """A saver that keeps a summary row per thread (Ferry's SQLite and Postgres savers)."""
-
-    def thread_summaries(self) -> list[tuple[Any, ...]]:
-        """Each thread's listing row (`graph.storage.threads.summaries.LISTING`)."""
-        ...
-
-    def save_summary(self, row: Row) -> None:
-        """Write a thread's summary row; nothing if the database may not be written."""
-        ...
-
-
 def title_of(messages: list[Any]) -> str:
     """A thread's title: its first question (as typed) on one line, cut to `TITLE_CHARS`."""
     from langchain_core.messages import BaseMessage
@@ -77,7 +66,7 @@ def title_of(messages: list[Any]) -> str:
     return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
 
 
-def list_threads(saver: KeepsSummaries) -> list[Summary]:
+def list_threads(saver: FerryStore) -> list[Summary]:
     """Every thread with its last update time, message count and title, most recent first."""
     threads = []
     opener = _opener(saver.serde)
@@ -88,7 +77,7 @@ def list_threads(saver: KeepsSummaries) -> list[Summary]:
     return _newest_first(threads)
 
 
-def threads_updated_before(saver: KeepsSummaries, cutoff: datetime) -> list[str]:
+def threads_updated_before(saver: FerryStore, cutoff: datetime) -> list[str]:
     """Ids of threads whose last checkpoint is older than `cutoff` (timezone-aware)."""
     return [
         t["thread_id"]
@@ -135,7 +124,7 @@ def _newest_first(threads: list[Summary]) -> list[Summary]:
     return sorted(threads, key=lambda t: t["updated_at"], reverse=True)
 
 
-def _rebuilt(saver: KeepsSummaries, thread_id: str) -> Summary | None:
+def _rebuilt(saver: FerryStore, thread_id: str) -> Summary | None:
     """A thread's summary from its history, saved for the next listing; None if refused."""
     from graph.storage.codec.allowlist import StoredValueError
 
