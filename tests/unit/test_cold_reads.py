@@ -2,7 +2,7 @@
 
 A step stores the messages it added; a read walks back to the nearest history it knows (one
 the saver remembers, one stored for the thread, or a snapshot) and replays the writes since
-(`graph.storage.history.replay`). These tests check what a user would notice if that went wrong: a
+(`graph.storage.sqlite.replay`). These tests check what a user would notice if that went wrong: a
 new process (`ferry history`, a restarted server) reading another history than the running
 one had, time travel or a fork picking up another branch's messages, rows of a thread left
 behind by prune or delete, or a running process replaying the whole thread at every step (its
@@ -29,8 +29,8 @@ from graph import build_graph
 from graph.core.settings import Settings
 from graph.state import fold_messages
 from graph.storage import FerrySaver, sqlite_saver
-from graph.storage.history import replay as history
 from graph.storage.history.messages import PART
+from graph.storage.sqlite import replay as history
 from graph.storage.sqlite.retention import prune_thread
 from tests.support.scripted import ScriptedModel, answer, tool_call
 from tests.support.stored import part_rows, step_values, write_records

@@ -50,6 +50,16 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def open_file(path: Path) -> sqlite3.Connection:
+    """Connect to the SQLite file; read-only when it may not be written, so it can still be read."""
+    if not read_only(path):
+        return connect(path)
+    uri = f"{path.absolute().as_uri()}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=_BUSY_TIMEOUT_S)
+    conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_S * 1000}")
+    return conn
+
+
 class SqliteFile:
     """A connection, the lock that serialises it, and the numbers its threads are stored under."""
 

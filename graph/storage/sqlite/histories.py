@@ -2,7 +2,7 @@
 
 A checkpoint never changes once written, so the history rebuilt at a checkpoint stays true: a
 running process replays only a step's new writes, a new one (`ferry history`, a restarted
-server) replays the thread's in one range query (`graph.storage.history.replay`), from its
+server) replays the thread's in one range query (`graph.storage.sqlite.replay`), from its
 newest stored part (`graph.storage.sqlite.parts`).
 """
 
@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 
 from graph.storage.codec.serde import collection_paused
-from graph.storage.history import replay
 from graph.storage.history.messages import (
     PART,
     History,
@@ -26,7 +25,7 @@ from graph.storage.history.messages import (
     no_messages,
     seeded,
 )
-from graph.storage.sqlite import parts
+from graph.storage.sqlite import parts, replay
 from graph.storage.sqlite.layout import key_of, text_of
 
 if TYPE_CHECKING:

@@ -42,7 +42,7 @@ from graph.storage.sqlite import (
     versions,
     writing,
 )
-from graph.storage.sqlite.file import SqliteFile, connect, read_only
+from graph.storage.sqlite.file import SqliteFile, connect, open_file, read_only
 from graph.storage.sqlite.in_threads import AsyncInThreads
 from graph.storage.sqlite.layout import UNBOUNDED_CHANNEL
 from graph.storage.sqlite.maintenance import THREADS_WITH_STEPS
@@ -52,7 +52,7 @@ from graph.storage.threads.summaries import Row
 if TYPE_CHECKING:
     from graph.storage.leases.sqlite import LeaseStore
 
-__all__ = ["THREADS_WITH_STEPS", "FerrySaver", "connect"]
+__all__ = ["THREADS_WITH_STEPS", "FerrySaver", "connect", "open_file"]
 
 
 class FerrySaver(AsyncInThreads):
@@ -102,6 +102,15 @@ class FerrySaver(AsyncInThreads):
     def setup(self) -> None:
         """Make the file ready for Ferry's reads and writes, once (`sqlite.opening`)."""
         self.file.setup(self.serde)
+
+    def close(self) -> None:
+        """Close the connection, once a save in progress is done.
+
+        A run that failed may still be saving a checkpoint from a worker thread; closing the
+        connection under its feet crashes SQLite, so this waits for the saver's lock first.
+        """
+        with self.lock:
+            self.conn.close()
 
     def cursor(self, transaction: bool = True) -> AbstractContextManager[sqlite3.Cursor]:
         """A cursor under the saver's lock, committed when closed if `transaction`.
