@@ -72,7 +72,7 @@ def _database_error(settings: Settings, exc: Exception) -> DatabaseError:
         setting = "FERRY_DATABASE_URL"
     else:
         setting = "FERRY_DB (or FERRY_DATABASE_URL for Postgres)"
-    from graph.storage.sqlite.file import read_only
+    from graph.storage.sqlite.saver import read_only
 
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if not settings.database_url and read_only(settings.db):
@@ -205,7 +205,7 @@ async def open_async_saver(
     """The server's saver, open for its lifetime: nothing it does blocks the event loop.
 
     Postgres's async saver on a connection pool, or Ferry's SQLite saver, whose async methods
-    run the sync ones in worker threads (`graph.storage.sqlite.in_threads`). `fold` and `serde`
+    run the sync ones in worker threads (`graph.storage.sqlite.saver`). `fold` and `serde`
     as for `sqlite_saver`.
     """
     if settings.database_url:

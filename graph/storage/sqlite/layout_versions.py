@@ -2,10 +2,10 @@
 
 A file's version is `PRAGMA user_version`. Before versions were stamped, that pragma held 0, or
 1 once an earliest Ferry's integer channel versions had been spelled as strings
-(`graph.storage.sqlite.versions`): such a file is version 1 if it has all of Ferry's tables,
-else 0. From 2 on, the pragma is the version itself. `MIGRATIONS[k]` takes a file from version
-k to k+1, in one transaction with the stamp: a process killed inside leaves the version before.
-Only ever append to it (graph/storage/FORMAT.md, "Layout versions").
+(`graph.storage.sqlite.layout.compact_version`): such a file is version 1 if it has all of
+Ferry's tables, else 0. From 2 on, the pragma is the version itself. `MIGRATIONS[k]` takes a
+file from version k to k+1, in one transaction with the stamp: a process killed inside leaves
+the version before. Only ever append to it (graph/storage/FORMAT.md, "Layout versions").
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any
 
 from graph.storage.errors import DatabaseError
-from graph.storage.sqlite.schema import file_of
 
 log = logging.getLogger("ferry.saver")
 
@@ -41,9 +40,8 @@ def create_ferry_tables(conn: sqlite3.Connection, serde: Any) -> None:
     integer versions too) is `ferry migrate`'s, asked for, with a backup.
     """
     from graph.storage.sqlite import layout
-    from graph.storage.sqlite.schema import FERRY_TABLES
 
-    for statement in (*layout.TABLES, *FERRY_TABLES):
+    for statement in (*layout.TABLES, *layout.FERRY_TABLES):
         conn.execute(statement)
 
 
@@ -130,6 +128,17 @@ def _migrate(conn: sqlite3.Connection, serde: Any) -> None:
         raise
     if version < current():
         log.info("%s: layout version %d brought to %d", _named(conn), version, current())
+
+
+def has_table(conn: sqlite3.Connection, name: str) -> bool:
+    """Whether the file has the table `name`."""
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+    return found.fetchone() is not None
+
+
+def file_of(conn: sqlite3.Connection) -> str:
+    """The file `conn` is open on ('' in memory)."""
+    return next(str(row[2]) for row in conn.execute("PRAGMA database_list") if row[1] == "main")
 
 
 def _named(conn: sqlite3.Connection) -> str:
