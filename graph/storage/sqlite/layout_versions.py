@@ -15,8 +15,6 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from graph.storage.errors import DatabaseError
-
 log = logging.getLogger("ferry.saver")
 
 Migration = Callable[[sqlite3.Connection, Any], None]
@@ -27,10 +25,6 @@ _FERRY_TABLES = (
     "ferry_thread_summaries",
 )  # fmt: skip
 _FIRST_STAMP = 2  # user_version 0 and 1 kept their old meaning; a stamp below this is read so
-
-
-class LayoutVersionError(DatabaseError):
-    """A file this Ferry cannot bring to its layout: made by a newer one, or kept busy."""
 
 
 def create_ferry_tables(conn: sqlite3.Connection, serde: Any) -> None:
@@ -71,6 +65,8 @@ def made_by_newer_ferry(conn: sqlite3.Connection) -> bool:
 def refuse_newer(conn: sqlite3.Connection, version: int) -> None:
     """Refuse, in one line naming the file, a layout newer than this Ferry knows."""
     if version > current():
+        from graph.storage.errors import LayoutVersionError
+
         raise LayoutVersionError(
             f"{_named(conn)}: layout version {version}, made by a newer Ferry; upgrade Ferry "
             f"(this one reads layout versions up to {current()})"
@@ -112,6 +108,8 @@ def _migrate(conn: sqlite3.Connection, serde: Any) -> None:
     except sqlite3.OperationalError as error:
         if error.sqlite_errorname not in ("SQLITE_BUSY", "SQLITE_LOCKED"):
             raise
+        from graph.storage.errors import LayoutVersionError
+
         raise LayoutVersionError(
             f"{_named(conn)}: cannot bring it to layout version {current()}: {error} "
             "(another process kept it busy past the busy timeout); try again"

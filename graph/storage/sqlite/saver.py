@@ -46,7 +46,6 @@ from langgraph.checkpoint.base import (
 )
 
 from graph.storage.codec.allowlist import StoredValueError, naming_thread
-from graph.storage.history.folding import Fold
 from graph.storage.history.held import Histories, StepsPutHere
 from graph.storage.history.messages import (
     PART,
@@ -74,6 +73,7 @@ from graph.storage.threads.summaries import LISTING_SQLITE, SAVE_SQLITE, Row
 
 if TYPE_CHECKING:
     from graph.storage.codec.serde import FerrySerializer
+    from graph.storage.history.folding import Fold
     from graph.storage.leases.sqlite import LeaseStore
 
 __all__ = ["FerrySaver", "connect", "open_file", "read_only"]
