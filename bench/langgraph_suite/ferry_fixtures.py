@@ -10,7 +10,7 @@ unchanged, as the baseline.
 Options, chosen with `FERRY_LG_SYNC` and `FERRY_LG_ASYNC` (comma-separated):
 
     ferry            sync   `graph.storage.sqlite_saver(tmp)`: FerrySaver on a file
-    ferry_aio        async  the same FerrySaver, through its async side (`AsyncInThreads`)
+    ferry_aio        async  the same FerrySaver, through its async side (its `a…` methods)
     ferry_server     async  `graph.server.checkpointer.checkpointer()` with FERRY_DB=tmp
     ferry_pg         sync   `graph.storage.postgres.saver.open_postgres_saver(url)`
     ferry_server_pg  async  `graph.server.checkpointer.checkpointer()` with FERRY_DATABASE_URL

@@ -47,7 +47,7 @@ def _stored(thread: str) -> bool:
     """
     try:
         from graph.core.settings import get_settings
-        from graph.storage.threads.reading import listed_from_rows
+        from graph.storage.sqlite.listing import listed_from_rows
 
         settings = get_settings()
         listed = None if settings.database_url else listed_from_rows(settings.db)

@@ -135,7 +135,8 @@ def cmd_threads(args: argparse.Namespace) -> int:
     from graph import fold_messages
     from graph.core.settings import get_settings
     from graph.storage import database_name, open_saver
-    from graph.storage.threads.reading import list_threads, listed_from_rows
+    from graph.storage.sqlite.listing import listed_from_rows
+    from graph.storage.threads.reading import list_threads
 
     settings = get_settings()
     threads = None if settings.database_url else listed_from_rows(settings.db)

@@ -72,7 +72,7 @@ def _database_error(settings: Settings, exc: Exception) -> DatabaseError:
         setting = "FERRY_DATABASE_URL"
     else:
         setting = "FERRY_DB (or FERRY_DATABASE_URL for Postgres)"
-    from graph.storage.sqlite.file import read_only
+    from graph.storage.sqlite.saver import read_only
 
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if not settings.database_url and read_only(settings.db):
@@ -116,20 +116,6 @@ def _database_errors() -> tuple[type[Exception], ...]:
     return (*errors, psycopg.OperationalError)
 
 
-def open_file(path: Path) -> sqlite3.Connection:
-    """Connect to the SQLite file; read-only when it may not be written, so it can still be read."""
-    from graph.storage.sqlite.file import read_only
-
-    if not read_only(path):
-        from graph.storage.sqlite.saver import connect
-
-        return connect(path)
-    uri = f"{path.absolute().as_uri()}?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
-    conn.execute("PRAGMA busy_timeout=30000")
-    return conn
-
-
 def sqlite_saver(
     path: Path | str, *, fold: Fold | None = None, serde: FerrySerializer | None = None
 ) -> FerrySaver:
@@ -140,7 +126,7 @@ def sqlite_saver(
     without one Ferry's (`given_saver`), so `build_graph(checkpointer=sqlite_saver(path))`
     folds as Ferry's graph does. `serde`: the serializer, by default the settings' one.
     """
-    from graph.storage.sqlite.saver import FerrySaver
+    from graph.storage.sqlite.saver import FerrySaver, open_file
 
     return FerrySaver(open_file(Path(path)), serde, fold=fold)
 
@@ -149,10 +135,7 @@ def sqlite_saver(
 def open_sqlite_saver(
     path: Path | str, *, fold: Fold | None = None, serde: FerrySerializer | None = None
 ) -> Iterator[FerrySaver]:
-    """A saver on `path` for the length of a command, closed afterwards (`fold`, `serde` as above).
-
-    `ferry export` reads through one (`graph.storage.sqlite.export`).
-    """
+    """A saver on `path` for the length of a command, closed afterwards (`fold`, `serde`: above)."""
     with _closed_afterwards(sqlite_saver(path, fold=fold, serde=serde)) as saver:
         yield saver
 
@@ -162,10 +145,7 @@ def _closed_afterwards(saver: FerrySaver) -> Iterator[FerrySaver]:
     try:
         yield saver
     finally:
-        # A run that failed may still be saving a checkpoint from a worker thread; closing the
-        # connection under its feet crashes SQLite, so wait for the saver's lock first.
-        with saver.lock:
-            saver.conn.close()
+        saver.close()
 
 
 if TYPE_CHECKING:
@@ -225,7 +205,7 @@ async def open_async_saver(
     """The server's saver, open for its lifetime: nothing it does blocks the event loop.
 
     Postgres's async saver on a connection pool, or Ferry's SQLite saver, whose async methods
-    run the sync ones in worker threads (`graph.storage.sqlite.in_threads`). `fold` and `serde`
+    run the sync ones in worker threads (`graph.storage.sqlite.saver`). `fold` and `serde`
     as for `sqlite_saver`.
     """
     if settings.database_url:

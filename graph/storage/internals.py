@@ -98,7 +98,7 @@ def superstep_snapshot_bound() -> int:
     before LangGraph is imported), read at each call from the private module that decides
     (`langgraph.pregel._checkpoint`), as it reads it. A snapshot it forces is the whole history
     again, which Ferry's SQLite saver declines when replaying the writes gives the same list
-    (`sqlite.writing`).
+    (`graph.storage.sqlite.saver`).
     """
     from langgraph.pregel import _checkpoint
 

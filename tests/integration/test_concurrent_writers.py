@@ -23,7 +23,7 @@ from graph import build_graph
 from graph.storage import sqlite_saver
 from graph.storage.history.messages import PART
 from graph.storage.sqlite import parts
-from graph.storage.sqlite.file import connect
+from graph.storage.sqlite.saver import connect
 from graph.storage.stores import open_store, set_up_store
 from tests.support.scripted import ScriptedModel, answer
 

@@ -5,7 +5,7 @@ langgraph-checkpoint-conformance drives a saver through its async methods. The s
 in a worker thread and declares only the capabilities the saver itself implements, so the
 suite detects the same capabilities it would on the saver. The server's SQLite saver is a
 `FerrySaver` too, opened as the server opens it: the suite then drives its own async methods
-(`graph.storage.sqlite.in_threads`).
+(`graph.storage.sqlite.saver`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A step stores the messages it added; a read walks back to the nearest history it knows (one
 the saver remembers, one stored for the thread, or a snapshot) and replays the writes since
-(`graph.storage.history.replay`). These tests check what a user would notice if that went wrong: a
+(`graph.storage.sqlite.saver`). These tests check what a user would notice if that went wrong: a
 new process (`ferry history`, a restarted server) reading another history than the running
 one had, time travel or a fork picking up another branch's messages, rows of a thread left
 behind by prune or delete, or a running process replaying the whole thread at every step (its
@@ -29,9 +29,8 @@ from graph import build_graph
 from graph.core.settings import Settings
 from graph.state import fold_messages
 from graph.storage import FerrySaver, sqlite_saver
-from graph.storage.history import replay as history
 from graph.storage.history.messages import PART
-from graph.storage.sqlite.retention import prune_thread
+from graph.storage.sqlite import saver as sqlite_engine
 from tests.support.scripted import ScriptedModel, answer, tool_call
 from tests.support.stored import part_rows, step_values, write_records
 
@@ -97,15 +96,27 @@ def _carried_on(grower: FerrySaver, db: Path) -> FerrySaver:
     test changes what another's saver holds.
     """
     # What a saver holds in memory: a new kind of it must be carried over below too.
-    assert set(vars(grower)) == {"serde", "file", "fold", "histories", "steps", "part_ends"}
-    assert set(vars(grower.histories)) == {"_lock", "_histories"}
-    assert set(vars(grower.steps)) == {"_histories", "_lock", "_put_here", "_writes"}
+    the_files_own = {
+        "serde",
+        "conn",
+        "lock",
+        "is_setup",
+        "_cursor_thread",
+        "_outer_commits",
+        "_path",
+    }
+    assert set(vars(grower)) - the_files_own == {
+        "fold", "cached_histories", "cached_steps", "_part_ends", "_thread_numbers"
+    }  # fmt: skip
+    assert set(vars(grower.cached_histories)) == {"_lock", "_histories"}
+    assert set(vars(grower.cached_steps)) == {"_histories", "_lock", "_put_here", "_writes"}
     saver = sqlite_saver(db)
-    saver.part_ends = dict(grower.part_ends)
-    saver.file._threads = dict(grower.file._threads)
-    saver.histories._histories = OrderedDict(grower.histories._histories)
-    saver.steps._put_here = OrderedDict(grower.steps._put_here)
-    saver.steps._writes = OrderedDict((k, list(v)) for k, v in grower.steps._writes.items())
+    saver._part_ends = dict(grower._part_ends)
+    saver._thread_numbers = dict(grower._thread_numbers)
+    saver.cached_histories._histories = OrderedDict(grower.cached_histories._histories)
+    steps, grown_steps = saver.cached_steps, grower.cached_steps
+    steps._put_here = OrderedDict(grown_steps._put_here)
+    steps._writes = OrderedDict((k, list(v)) for k, v in grown_steps._writes.items())
     return saver
 
 
@@ -148,7 +159,7 @@ def test_a_new_process_rebuilds_the_history_the_running_one_had(
 ) -> None:
     head, seen = heads[-1]
     assert len(seen) == TURNS * PER_TURN
-    assert running.checkpointer.remembered_history(head) == seen  # held, not read
+    assert running.checkpointer.cached_history(head) == seen  # cached, not read
     assert _messages(running) == seen
     cold = _messages(_cold(db))
     assert _described(cold) == _described(seen)  # order, types, ids and contents
@@ -228,7 +239,7 @@ def test_prune_then_delete_leave_nothing_of_the_thread_behind(
         assert part_rows(conn, THREAD), "a long thread keeps its messages in parts"
 
     pruning = sqlite_saver(db, fold=fold_messages)  # `ferry prune`, from another process
-    prune_thread(pruning, THREAD, keep=3)
+    pruning.prune_thread(THREAD, keep=3)
     kept = list(sqlite_saver(db).list(CONFIG))
     with closing(sqlite3.connect(db)) as conn:
         assert len(kept) == 3 and len(step_values(conn)) == 3 + other_steps
@@ -263,17 +274,17 @@ def test_a_running_saver_reads_no_write_back(
     _run(_graph(running.checkpointer, first), first)
     assert (TURNS + 1) * PER_TURN % PART, "the head must sit between parts"
     replayed: list[int] = []
-    message_writes = history._message_writes
+    message_writes = sqlite_engine.message_writes
 
     def counted(*args: Any) -> list[Any]:
         writes = message_writes(*args)
         replayed.append(len(writes))
         return writes
 
-    monkeypatch.setattr(history, "_message_writes", counted)
+    monkeypatch.setattr(sqlite_engine, "message_writes", counted)
     second = range(TURNS + 1, TURNS + 2)
     [(head, seen)] = _run(_graph(running.checkpointer, second), second)
     assert len(seen) == (TURNS + 2) * PER_TURN
     assert sum(replayed) == 0, replayed
     assert _messages(running) == seen
-    assert running.checkpointer.remembered_history(head) is not None
+    assert running.checkpointer.cached_history(head) is not None

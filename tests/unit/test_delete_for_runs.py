@@ -1,4 +1,4 @@
-"""What a deleted run left on the checkpoint it started from goes with it (`sqlite.runs`).
+"""What a deleted run left on the checkpoint it started from goes with it (`delete_for_runs`).
 
 LangGraph stores a delta channel's input on the checkpoint a run starts from, under a task id
 made from that checkpoint's id: the next run from it reuses the id, so a question left there

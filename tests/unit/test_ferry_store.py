@@ -84,7 +84,7 @@ def test_nothing_outside_storage_tells_savers_apart_by_class() -> None:
 def test_the_check_sees_each_spelling_of_a_saver_class() -> None:
     savers = _storage_saver_classes()
     assert {"FerrySaver", "FerryPostgresSaver", "AsyncFerryPostgresSaver"} <= savers
-    assert {"FerryStore", "NamesThreadOnRefusal", "AsyncInThreads"} <= savers
+    assert {"FerryStore", "NamesThreadOnRefusal"} <= savers
     source = (
         "isinstance(s, FerrySaver)\nisinstance(s, storage.FerryPostgresSaver)\n"
         "isinstance(s, (int, FerryStore))\nisinstance(s, NamesThreadOnRefusal | str)\n"

@@ -114,6 +114,59 @@ def test_the_kernel_imports_nothing_of_the_agent() -> None:
     assert {t for t in package_edges()["graph.core"] if t.startswith("graph")} == set()
 
 
+STORAGE = "graph.storage"
+STORAGE_BASE = {
+    f"{STORAGE}.{part}"
+    for part in ("errors", "internals", "ferry_store", "codec", "history", "threads")
+}
+"""What every back end shares: it imports no back end, nor the opening path."""
+STORAGE_BACK_ENDS = {f"{STORAGE}.{part}" for part in ("sqlite", "postgres", "leases")}
+STORAGE_OPENING = {STORAGE, f"{STORAGE}.stores"}
+"""Where savers and stores are opened from the settings: nothing in storage imports it."""
+
+
+def storage_edges() -> dict[str, set[str]]:
+    """Part of `graph.storage` → the parts its modules import.
+
+    A part is a sub-package (`graph.storage.sqlite`), a module at storage's top level
+    (`graph.storage.errors`), or the package's `__init__` itself (`graph.storage`).
+    """
+
+    def part(module: str) -> str | None:
+        if module == STORAGE:
+            return STORAGE
+        if not module.startswith(f"{STORAGE}."):
+            return None
+        return ".".join(module.split(".")[:3])
+
+    edges: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        if (source := part(module)) is None:
+            continue
+        found = {p for t in targets if (p := part(t)) is not None and p != source}
+        edges.setdefault(source, set()).update(found)
+    return edges
+
+
+def test_storage_parts_stack() -> None:
+    """No cycle among storage's parts: the shared base (errors, internals, the FerryStore
+    protocol, the codec, the history and thread helpers) at the bottom, the back ends (sqlite,
+    postgres, leases) above it, the opening path (`graph.storage`, its stores) on top."""
+    edges = storage_edges()
+    assert set(edges) >= STORAGE_BASE | STORAGE_BACK_ENDS | STORAGE_OPENING
+    assert _cycles(edges) == []
+    upward = {
+        source: sorted(edges[source] & above)
+        for layer, above in (
+            (STORAGE_BASE, STORAGE_BACK_ENDS | STORAGE_OPENING),
+            (STORAGE_BACK_ENDS, STORAGE_OPENING),
+        )
+        for source in layer
+        if edges[source] & above
+    }
+    assert upward == {}
+
+
 def test_the_check_finds_a_cycle_when_there_is_one() -> None:
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"d"}, "e": {"a"}}
     assert sorted(_cycles(edges)) == [["a", "b", "c"], ["d"]]

@@ -24,7 +24,7 @@ from langgraph.graph import StateGraph
 from langgraph.types import Send
 
 from graph.storage import internals
-from graph.storage.sqlite.versions import compact_version
+from graph.storage.sqlite.layout import compact_version
 
 
 def test_build_delta_channels_writes_history_keeps_its_signature_and_row_shape() -> None:

@@ -20,8 +20,9 @@ import pytest
 from graph import build_graph
 from graph.storage import FerrySaver, sqlite_saver
 from graph.storage.codec.serde import serializer
+from graph.storage.errors import LayoutVersionError
 from graph.storage.sqlite import layout_versions
-from graph.storage.sqlite.layout_versions import LayoutVersionError, layout_version
+from graph.storage.sqlite.layout_versions import layout_version
 from graph.storage.sqlite.saver import connect
 from tests.support.layout_files import (
     FERRY_TABLES,

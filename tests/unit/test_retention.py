@@ -15,7 +15,6 @@ from graph import build_graph
 from graph.core.settings import Settings
 from graph.state import fold_messages
 from graph.storage import sqlite_saver
-from graph.storage.sqlite.retention import prune_thread
 from tests.support.cli_helpers import Ferry
 from tests.support.scripted import ScriptedModel, answer, tool_call
 
@@ -54,7 +53,7 @@ def test_prune_keeps_the_history_and_the_thread_continues(tmp_path: Path) -> Non
     config = {"configurable": {"thread_id": "t1"}}
     fresh = build_graph(model=ScriptedModel([]), tools=[echo], checkpointer=sqlite_saver(db))
     before = [(m.id, m.content) for m in fresh.get_state(config).values["messages"]]
-    removed = prune_thread(sqlite_saver(db, fold=fold_messages), "t1", keep=3)
+    removed = sqlite_saver(db, fold=fold_messages).prune_thread("t1", keep=3)
     assert removed > 0 and _checkpoints(db, "t1") == 3
     # A new process (no remembered histories) rebuilds the same messages from the snapshot.
     reopened = build_graph(
@@ -76,7 +75,7 @@ def test_prune_keeps_a_pending_run_resumable(tmp_path: Path) -> None:
         checkpointer=sqlite_saver(db),
     )
     paused.invoke({"messages": [("user", "q2")]}, config, interrupt_before=["execute_tool"])
-    prune_thread(sqlite_saver(db, fold=fold_messages), "t1", keep=1)
+    sqlite_saver(db, fold=fold_messages).prune_thread("t1", keep=1)
     resumed = build_graph(
         model=ScriptedModel([answer("done")]), tools=[echo], checkpointer=sqlite_saver(db)
     )

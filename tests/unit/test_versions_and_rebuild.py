@@ -24,9 +24,9 @@ from graph.server.checkpointer import checkpointer
 from graph.state import fold_messages
 from graph.storage import FerrySaver, sqlite_saver
 from graph.storage.codec.serde import serializer
+from graph.storage.sqlite.layout import compact_version
 from graph.storage.sqlite.migration import MigrationError, migrate
 from graph.storage.sqlite.saver import connect
-from graph.storage.sqlite.versions import compact_version
 from tests.support.scripted import ScriptedModel, answer
 
 CONFIG: Any = {"configurable": {"thread_id": "t"}}

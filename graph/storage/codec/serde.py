@@ -18,15 +18,13 @@ import contextlib
 import gc
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ormsgpack
 from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from graph.core.log import redact
-from graph.core.settings import ConfigError, Settings, get_settings
 from graph.storage.codec import messages, reads
 from graph.storage.codec.allowlist import (
     StoredValueError,
@@ -42,6 +40,9 @@ from graph.storage.codec.compression import (
 )
 from graph.storage.codec.footprint import PER_JSON_BYTE, PER_MESSAGE, msgpack_footprint
 from graph.storage.codec.stored_types import allowing
+
+if TYPE_CHECKING:
+    from graph.core.settings import Settings
 
 __all__ = [
     "MESSAGES",
@@ -102,6 +103,8 @@ class FerrySerializer(SerializerProtocol):
         """
         if isinstance(obj, BaseException):
             # LangGraph stores a failed step's error; a provider's error may quote the API key.
+            from graph.core.log import redact
+
             obj = redact(repr(obj))
         compact = messages.encoded(obj)
         type_tag, data = (MESSAGES, compact) if compact else self._langgraph.dumps_typed(obj)
@@ -221,6 +224,8 @@ def serializer(settings: Settings | None = None) -> FerrySerializer:
     The key is a secret, so it is read from the environment, never kept in `Settings`; a bad
     one is one line naming the setting.
     """
+    from graph.core.settings import ConfigError, get_settings  # only a saver made without one
+
     settings = settings or get_settings()
     cipher = None
     if key_text := os.environ.get("FERRY_ENCRYPTION_KEY"):

@@ -14,12 +14,14 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import writes_sort_key
 
-from graph.storage.history.folding import Fold
 from graph.storage.history.messages import Key, folded
+
+if TYPE_CHECKING:
+    from graph.storage.history.folding import Fold
 
 HELD = 128
 """Histories, and steps' writes, held at most."""

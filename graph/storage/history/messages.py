@@ -9,15 +9,17 @@ to LangGraph's generic rebuild, with the graph's own reducer.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id
 from langgraph.types import Overwrite
 
-from graph.storage.history.folding import Fold
 from graph.storage.internals import DeltaChannelHistory, DeltaSnapshot, snapshot_value
+
+if TYPE_CHECKING:
+    from graph.storage.history.folding import Fold
 
 PART = 32
 """Messages a stored part of a history holds at least (four bench turns), in both engines."""

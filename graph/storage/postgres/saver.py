@@ -105,7 +105,7 @@ _VERSION_REACHED = "SELECT coalesce(max(v), 0) AS v FROM ferry_migrations"
 # Deleting a run's checkpoints, as the server's `multitask_strategy="rollback"` does. LangGraph's
 # `checkpoints` table holds each checkpoint's metadata as JSON, so a run's checkpoints are found
 # by one statement. What the run left on the thread goes with them, as in SQLite
-# (`graph.storage.sqlite.runs`): its writes, the blobs only its checkpoints name, the question or
+# (`graph.storage.sqlite.saver`): its writes, the blobs only its checkpoints name, the question or
 # resume value it stored on the checkpoint it started from, and Ferry's stored histories and
 # summary row of its checkpoints (caches, rebuilt on the next read). Tool calls it started stay
 # recorded as started: their side effects happened.

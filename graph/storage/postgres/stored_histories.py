@@ -1,7 +1,7 @@
 """Rebuilding a thread's messages in Postgres from the nearest history Ferry knows.
 
 LangGraph's Postgres saver replays a thread's writes back to its last snapshot, which for a
-long thread is its start. As in SQLite (`graph.storage.history.replay`), Ferry walks a
+long thread is its start. As in SQLite (`graph.storage.sqlite.saver`), Ferry walks a
 checkpoint's ancestors only back to the nearest one whose history it knows: one this process
 rebuilt (cached), the thread's stored history (`ferry_histories`, a base copy extended by parts
 of at least `PART` messages in `ferry_history_parts`), or a snapshot LangGraph took; then it

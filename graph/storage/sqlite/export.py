@@ -24,9 +24,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP, CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from graph.storage import open_sqlite_saver
 from graph.storage.errors import DatabaseError
 from graph.storage.sqlite.layout import text_of
+from graph.storage.sqlite.saver import FerrySaver, open_file
 
 
 class ExportError(DatabaseError):
@@ -51,7 +51,7 @@ def export_to_langgraph(
     if out.exists():
         raise ExportError(f"{out} exists: export writes a new file; name another, or remove it")
     # No reducer: the rows are copied as stored, never folded into messages.
-    with open_sqlite_saver(path, serde=serde) as saver:
+    with closing(FerrySaver(open_file(path), serde)) as saver:
         stored = saver.thread_ids()
         if missing := [t for t in thread_ids if t not in stored]:
             raise ExportError(f"{path}: no thread {missing[0]!r} in Ferry's tables")

@@ -19,6 +19,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, get_checkpoint_metadata
 
 from graph.storage.codec.allowlist import StoredValueError
+from graph.storage.threads.started import STARTED_CALLS_TABLE
+from graph.storage.threads.summaries import SUMMARIES_TABLE
 
 THREADS_TABLE = (
     "CREATE TABLE IF NOT EXISTS ferry_threads ("
@@ -68,6 +70,10 @@ CREATE TABLE IF NOT EXISTS ferry_parts (
 history at step `id`, continuing the part at step `prev` (whose `end` is this one's `first`);
 a first part has no `prev` and `first` 0."""
 TABLES = (THREADS_TABLE, STEPS_TABLE, WRITES_TABLE, PARTS_TABLE)
+# Stored WITHOUT ROWID in SQLite (the same columns as in Postgres): a table's rows then live
+# in its primary key's b-tree, with no second page for a separate index.
+FERRY_TABLES = (f"{STARTED_CALLS_TABLE} WITHOUT ROWID", f"{SUMMARIES_TABLE} WITHOUT ROWID")
+"""Ferry's tables beside the steps: started calls and the threads' summary rows."""
 
 UNBOUNDED_CHANNEL = "messages"
 """The delta channel whose history Ferry rebuilds itself (`graph.state`)."""
@@ -196,3 +202,48 @@ def merged(stored: list[Record], new: list[Record], replace: bool) -> list[Recor
         if replace or record[0] not in by_index:
             by_index[record[0]] = record
     return sorted(by_index.values(), key=lambda record: record[0])
+
+
+# -- channel versions ------------------------------------------------------------------------
+# LangGraph's SQLite savers number versions with a zero-padded counter plus a random fraction,
+# about 50 bytes per channel in every checkpoint: more than the messages of a typical step.
+# Ferry writes `0.<letter><digits>` instead (`0.a7`, `0.c123`: the letter is the number of
+# digits, so the strings sort as the numbers do), 5-8 bytes. Every LangGraph version begins
+# with 32 zero-padded digits, and `"0." < "00"`, so any LangGraph version sorts after every
+# Ferry one: a thread that LangGraph's own code continues (the server numbers versions itself)
+# keeps ordering, and Ferry continues such a thread in LangGraph's format. Ferry before this
+# format wrote small integers, which `ferry migrate` spells in this one
+# (`graph.storage.sqlite.migration`).
+_PREFIX = "0."
+
+
+def compact_version(number: int) -> str:
+    """Version `number` in Ferry's format."""
+    digits = str(number)
+    return f"{_PREFIX}{chr(ord('a') + len(digits) - 1)}{digits}"
+
+
+def version_number(version: str | int | float | None) -> int:
+    """The counter a version (Ferry's, LangGraph's or an old Ferry's integer) carries."""
+    if version is None:
+        return 0
+    if isinstance(version, int | float):
+        return int(version)
+    if version.startswith(_PREFIX):
+        return int(version[3:])
+    return int(version.split(".")[0])
+
+
+def next_version(current: str | int | float | None) -> str | int:
+    """The version after `current` in Ferry's format (an old file's integers stay integers).
+
+    `current` is not in LangGraph's format: a thread in that one goes on in it.
+    """
+    if isinstance(current, int):
+        return current + 1  # a file not yet upgraded (read-only): keep its integers
+    return compact_version(version_number(current) + 1)
+
+
+def is_langgraphs(version: object) -> bool:
+    """Whether a version is in LangGraph's format (`<32 digits>.<fraction>`), not Ferry's."""
+    return isinstance(version, str) and not version.startswith(_PREFIX)

@@ -2,10 +2,10 @@
 
 A file's version is `PRAGMA user_version`. Before versions were stamped, that pragma held 0, or
 1 once an earliest Ferry's integer channel versions had been spelled as strings
-(`graph.storage.sqlite.versions`): such a file is version 1 if it has all of Ferry's tables,
-else 0. From 2 on, the pragma is the version itself. `MIGRATIONS[k]` takes a file from version
-k to k+1, in one transaction with the stamp: a process killed inside leaves the version before.
-Only ever append to it (graph/storage/FORMAT.md, "Layout versions").
+(`graph.storage.sqlite.layout.compact_version`): such a file is version 1 if it has all of
+Ferry's tables, else 0. From 2 on, the pragma is the version itself. `MIGRATIONS[k]` takes a
+file from version k to k+1, in one transaction with the stamp: a process killed inside leaves
+the version before. Only ever append to it (graph/storage/FORMAT.md, "Layout versions").
 """
 
 from __future__ import annotations
@@ -14,9 +14,6 @@ import logging
 import sqlite3
 from collections.abc import Callable
 from typing import Any
-
-from graph.storage.errors import DatabaseError
-from graph.storage.sqlite.schema import file_of
 
 log = logging.getLogger("ferry.saver")
 
@@ -30,10 +27,6 @@ _FERRY_TABLES = (
 _FIRST_STAMP = 2  # user_version 0 and 1 kept their old meaning; a stamp below this is read so
 
 
-class LayoutVersionError(DatabaseError):
-    """A file this Ferry cannot bring to its layout: made by a newer one, or kept busy."""
-
-
 def create_ferry_tables(conn: sqlite3.Connection, serde: Any) -> None:
     """0 → 1: Ferry's tables.
 
@@ -41,9 +34,8 @@ def create_ferry_tables(conn: sqlite3.Connection, serde: Any) -> None:
     integer versions too) is `ferry migrate`'s, asked for, with a backup.
     """
     from graph.storage.sqlite import layout
-    from graph.storage.sqlite.schema import FERRY_TABLES
 
-    for statement in (*layout.TABLES, *FERRY_TABLES):
+    for statement in (*layout.TABLES, *layout.FERRY_TABLES):
         conn.execute(statement)
 
 
@@ -73,6 +65,8 @@ def made_by_newer_ferry(conn: sqlite3.Connection) -> bool:
 def refuse_newer(conn: sqlite3.Connection, version: int) -> None:
     """Refuse, in one line naming the file, a layout newer than this Ferry knows."""
     if version > current():
+        from graph.storage.errors import LayoutVersionError
+
         raise LayoutVersionError(
             f"{_named(conn)}: layout version {version}, made by a newer Ferry; upgrade Ferry "
             f"(this one reads layout versions up to {current()})"
@@ -114,6 +108,8 @@ def _migrate(conn: sqlite3.Connection, serde: Any) -> None:
     except sqlite3.OperationalError as error:
         if error.sqlite_errorname not in ("SQLITE_BUSY", "SQLITE_LOCKED"):
             raise
+        from graph.storage.errors import LayoutVersionError
+
         raise LayoutVersionError(
             f"{_named(conn)}: cannot bring it to layout version {current()}: {error} "
             "(another process kept it busy past the busy timeout); try again"
@@ -130,6 +126,17 @@ def _migrate(conn: sqlite3.Connection, serde: Any) -> None:
         raise
     if version < current():
         log.info("%s: layout version %d brought to %d", _named(conn), version, current())
+
+
+def has_table(conn: sqlite3.Connection, name: str) -> bool:
+    """Whether the file has the table `name`."""
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+    return found.fetchone() is not None
+
+
+def file_of(conn: sqlite3.Connection) -> str:
+    """The file `conn` is open on ('' in memory)."""
+    return next(str(row[2]) for row in conn.execute("PRAGMA database_list") if row[1] == "main")
 
 
 def _named(conn: sqlite3.Connection) -> str:

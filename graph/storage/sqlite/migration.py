@@ -2,13 +2,15 @@
 
 A file written by an earlier Ferry, or by LangGraph's own `SqliteSaver` (what LangGraph's docs
 teach), keeps its checkpoints in LangGraph's `checkpoints` and `writes`. Ferry never moves them
-on its own: opening such a file only says so, once (`notice`). `migrate` is the explicit step:
+on its own: opening such a file only says so, once (`graph.storage.sqlite.saver`). `migrate`
+is the explicit step:
 
 - a backup first, `FILE.before-migrate-<UTC time>`, made with SQLite's backup API (what the
   WAL holds included) while the file's write lock is already held, so it is the file exactly
   as the conversion found it;
 - then, in that one transaction, Ferry's tables, the integer versions of the earliest Ferry
-  spelled as strings (`graph.storage.sqlite.versions`) and the rows moved
+  spelled as strings (`upgrade_rows`, `graph.storage.sqlite.layout.compact_version`) and the
+  rows moved
   (`graph.storage.sqlite.moving`): a process killed at any point leaves the file as it was
   before or as it is after, never between;
 - only Ferry's threads (`graph.storage.sqlite.ownership`) unless asked for others (`everything`,
@@ -22,22 +24,23 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from graph.storage.codec.allowlist import StoredValueError
 from graph.storage.errors import DatabaseError
 from graph.storage.sqlite import layout, layout_versions
+from graph.storage.sqlite.layout import FERRY_TABLES, compact_version
+from graph.storage.sqlite.layout_versions import has_table
 from graph.storage.sqlite.moving import Moved, move_rows
 from graph.storage.sqlite.ownership import not_ferrys
-from graph.storage.sqlite.schema import FERRY_TABLES, has_table
 
-log = logging.getLogger("ferry.saver")
+log = logging.getLogger("ferry.versions")
 BUSY_TIMEOUT_S = 30.0
 """How long `migrate` waits for another process's write transaction by default."""
 
@@ -56,27 +59,6 @@ class Migrated:
     left: dict[str, str] = field(default_factory=dict)  # thread → why it stayed
     rows_left: int = 0  # rows of moved threads that stayed (no saver wrote them, or taken)
     rows_left_threads: list[str] = field(default_factory=list)
-
-
-def langgraph_threads(conn: sqlite3.Connection) -> int:
-    """How many threads LangGraph's `checkpoints` table holds (0 without one)."""
-    if not has_table(conn, "checkpoints"):
-        return 0
-    return int(conn.execute("SELECT COUNT(DISTINCT thread_id) FROM checkpoints").fetchone()[0])
-
-
-def notice(conn: sqlite3.Connection, path: str) -> None:
-    """Say once per file and process that its threads in LangGraph's tables are not read."""
-    if path and path not in _NOTICED and (found := langgraph_threads(conn)):
-        _NOTICED.add(path)
-        log.warning(
-            "%s holds %d thread(s) in LangGraph's tables, which Ferry does not read; to convert "
-            "Ferry's: ferry migrate %s",
-            path, found, shlex.quote(path),
-        )  # fmt: skip
-
-
-_NOTICED: set[str] = set()  # the files `notice` spoke of, in this process
 
 
 def migrate(
@@ -197,8 +179,6 @@ def _convert(
     report: Migrated,
     on_thread: Callable[[str, int], None] | None,
 ) -> None:
-    from graph.storage.sqlite.versions import upgrade_rows
-
     upgrade_rows(conn, serde, thread_ids)  # an earliest Ferry's integers, as strings first
     moved: Moved = move_rows(conn, thread_ids)
     report.moved = dict(sorted(moved.checkpoints.items()))
@@ -229,3 +209,60 @@ def _backup(path: Path) -> Path:
     finally:
         source.close()
     return backup
+
+
+def _as_text(versions: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    text = {k: compact_version(v) if isinstance(v, int) else v for k, v in versions.items()}
+    return text, text != versions
+
+
+def _upgraded(checkpoint: dict[str, Any]) -> bool:
+    """Spell a checkpoint's integer versions in Ferry's format; whether any were changed."""
+    checkpoint["channel_versions"], changed = _as_text(checkpoint.get("channel_versions", {}))
+    for node, seen in checkpoint.get("versions_seen", {}).items():
+        checkpoint["versions_seen"][node], seen_changed = _as_text(seen)
+        changed = changed or seen_changed
+    return changed
+
+
+def upgrade_rows(
+    conn: sqlite3.Connection, serde: Any, thread_ids: Collection[str] | None = None
+) -> int:
+    """Spell the integer versions an earlier Ferry stored in LangGraph's `checkpoints` as strings.
+
+    Only the rows of `thread_ids` (every row if None), inside the caller's transaction: it
+    commits nothing, so the rewrite and whatever the caller does with the rows (`ferry migrate`
+    moves them) stand or fall together. A row that cannot be decoded (a missing key) is left as
+    it is, and said so. Returns how many rows were rewritten.
+    """
+    if thread_ids is None:
+        thread_ids = [row[0] for row in conn.execute("SELECT DISTINCT thread_id FROM checkpoints")]
+    rewritten = 0
+    for thread_id in thread_ids:  # a thread's rows at a time: a file's may not fit in memory
+        rewritten += _upgrade_thread(conn, serde, thread_id)
+    return rewritten
+
+
+def _upgrade_thread(conn: sqlite3.Connection, serde: Any, thread_id: object) -> int:
+    rows = conn.execute(
+        "SELECT checkpoint_ns, checkpoint_id, type, checkpoint FROM checkpoints "
+        "WHERE thread_id IS ?",
+        (thread_id,),
+    ).fetchall()
+    rewritten = 0
+    for namespace, checkpoint_id, type_tag, blob in rows:
+        if not isinstance(type_tag, str | None) or not isinstance(blob, bytes):
+            continue  # no saver wrote it: the move leaves it where it is, and says so
+        try:
+            checkpoint = serde.loads_typed((type_tag, blob))
+        except StoredValueError as error:  # refused when its thread is read, naming it
+            log.warning("thread %s: a checkpoint's versions not upgraded: %s", thread_id, error)
+            continue
+        if isinstance(checkpoint, dict) and _upgraded(checkpoint):
+            conn.execute(
+                "UPDATE checkpoints SET type = ?, checkpoint = ? "
+                "WHERE thread_id IS ? AND checkpoint_ns IS ? AND checkpoint_id IS ?",
+                (*serde.dumps_typed(checkpoint), thread_id, namespace, checkpoint_id),
+            )
+            rewritten += 1
+    return rewritten

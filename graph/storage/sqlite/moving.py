@@ -23,7 +23,7 @@ from typing import Any
 from graph.storage.internals import SNAPSHOT_COUNTERS
 from graph.storage.sqlite import layout
 from graph.storage.sqlite.layout import UNBOUNDED_CHANNEL, key_of
-from graph.storage.sqlite.schema import has_table
+from graph.storage.sqlite.layout_versions import has_table
 
 _MOVED_CACHES = ("ferry_histories", "ferry_history_parts")  # copies of histories, by old ids
 

@@ -2,22 +2,20 @@
 
 A listing reads each thread's summary row (`graph.storage.threads.summaries`); only a thread
 without a current one is rebuilt, so the message classes are imported only when one is. When
-every row of a SQLite file is current, `listed_from_rows` reads them without a saver, so not
-even LangGraph is imported.
+every row of a SQLite file is current, `graph.storage.sqlite.listing` reads them without a
+saver, so not even LangGraph is imported.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
-import sqlite3
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from graph.storage.sqlite.layout_versions import made_by_newer_ferry
-from graph.storage.threads.summaries import LISTING_SQLITE, PLAIN, Opener, Row, Summary, summary_of
+from graph.storage.threads.summaries import PLAIN, Opener, Row, Summary, summary_of
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
@@ -74,7 +72,7 @@ def list_threads(saver: FerryStore) -> list[Summary]:
         summary = summary_of(row, opener) or _rebuilt(saver, str(row[0]))
         if summary is not None:
             threads.append(summary)
-    return _newest_first(threads)
+    return newest_first(threads)
 
 
 def threads_updated_before(saver: FerryStore, cutoff: datetime) -> list[str]:
@@ -84,30 +82,6 @@ def threads_updated_before(saver: FerryStore, cutoff: datetime) -> list[str]:
         for t in list_threads(saver)
         if datetime.fromisoformat(t["updated_at"]) < cutoff
     ]
-
-
-def listed_from_rows(path: Path) -> list[Summary] | None:
-    """What `list_threads` returns for the SQLite file at `path`, read from its rows alone.
-
-    None when a thread needs rebuilding (no current row, a sealed title, a file from before
-    the rows) or the file cannot be read so: a saver's `list_threads` does it, and reports why.
-    """
-    if nothing_stored(path):
-        return []  # no file, no threads (and a listing creates none, nor its folder)
-    uri = f"{path.absolute().as_uri()}?mode=rw"  # never creates the file; read-only if it is
-    try:
-        conn = sqlite3.connect(uri, uri=True, timeout=30)
-        try:
-            if made_by_newer_ferry(conn):
-                return None  # the saver refuses it, saying so
-            rows = [tuple(row) for row in conn.execute(LISTING_SQLITE).fetchall()]
-        finally:
-            conn.close()
-    except sqlite3.Error as error:
-        log.debug("listing %s with a saver: %s", path, error)
-        return None
-    threads = [summary for row in rows if (summary := summary_of(row)) is not None]
-    return _newest_first(threads) if len(threads) == len(rows) else None
 
 
 def nothing_stored(path: Path) -> bool:
@@ -120,7 +94,8 @@ def nothing_stored(path: Path) -> bool:
     return not path.exists() and not any(f.exists() and not f.is_dir() for f in folders)
 
 
-def _newest_first(threads: list[Summary]) -> list[Summary]:
+def newest_first(threads: list[Summary]) -> list[Summary]:
+    """Threads in the order `ferry threads` lists them: the most recently updated first."""
     return sorted(threads, key=lambda t: t["updated_at"], reverse=True)
 
 
