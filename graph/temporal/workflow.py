@@ -224,7 +224,12 @@ class FerryTurn:
         held = {call.get("id") for call in self._pending}
         return self._decision is None and not held & set(awaiting)
 
-    @workflow.update(name=PROGRESS_UPDATE)
+    # A turn cancelled or failed closes with its watchers' updates still waiting: each watcher
+    # then reads the outcome from the closed workflow (client.py), so the SDK's warning about
+    # them (TMPRL1102, on the worker's stderr at every `ferry cancel`) says nothing of use.
+    @workflow.update(
+        name=PROGRESS_UPDATE, unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON
+    )
     async def progress(self, seen: int) -> Progress:
         """The output after its first `seen` items, once there is some or the turn stops or pauses.
 
