@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import zstandard
 
-from graph.storage.codec.allowlist import StoredValueError
 from graph.storage.codec.dictionary import dictionary
+from graph.storage.codec.reads import StoredValueError
 
 MESSAGES_DICTIONARY = "+zd1"  # zstd with Ferry's dictionary 1 (graph/storage/codec/dictionary.py)
 VALUES_DICTIONARY = "+zd2"  # zstd with Ferry's dictionary 2: checkpoints and the rest

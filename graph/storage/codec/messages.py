@@ -13,7 +13,7 @@ from typing import Any, cast
 import ormsgpack
 from langchain_core.messages import BaseMessage
 
-from graph.storage.codec.allowlist import StoredValueError
+from graph.storage.codec.reads import StoredValueError
 from graph.storage.codec.stored_types import MESSAGE_CLASSES
 
 _CLASSES: dict[str, type[BaseMessage]] = {cls.__name__: cls for cls in MESSAGE_CLASSES}

@@ -26,19 +26,19 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from graph.storage.codec import messages, reads
-from graph.storage.codec.allowlist import (
-    StoredValueError,
-    Unpacker,
-    UnstorableValueError,
-    load_json,
-)
+from graph.storage.codec.allowlist import Unpacker, UnstorableValueError, load_json
 from graph.storage.codec.compression import (
     DECOMPRESSORS,
     MESSAGES_DICTIONARY,
     VALUES_DICTIONARY,
     compress,
 )
-from graph.storage.codec.footprint import PER_JSON_BYTE, PER_MESSAGE, msgpack_footprint
+from graph.storage.codec.reads import (
+    PER_JSON_BYTE,
+    PER_MESSAGE,
+    StoredValueError,
+    msgpack_footprint,
+)
 from graph.storage.codec.stored_types import allowing
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 
 from graph.core.settings import ConfigError
-from graph.storage.codec.allowlist import NamesThreadOnRefusal, naming_thread
+from graph.storage.codec.reads import NamesThreadOnRefusal, naming_thread
 from graph.storage.codec.serde import collection_paused, serializer
 from graph.storage.errors import DatabaseError, NotSupportedByDatabase
 from graph.storage.history.folding import Fold

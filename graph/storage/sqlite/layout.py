@@ -18,7 +18,7 @@ import ormsgpack
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, get_checkpoint_metadata
 
-from graph.storage.codec.allowlist import StoredValueError
+from graph.storage.codec.reads import StoredValueError
 from graph.storage.threads.started import STARTED_CALLS_TABLE
 from graph.storage.threads.summaries import SUMMARIES_TABLE
 

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from graph.storage.codec.allowlist import StoredValueError
+from graph.storage.codec.reads import StoredValueError
 from graph.storage.errors import DatabaseError
 from graph.storage.sqlite import layout, layout_versions
 from graph.storage.sqlite.layout import FERRY_TABLES, compact_version

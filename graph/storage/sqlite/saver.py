@@ -45,7 +45,7 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
-from graph.storage.codec.allowlist import StoredValueError, naming_thread
+from graph.storage.codec.reads import StoredValueError, naming_thread
 from graph.storage.history.held import Histories, StepsPutHere
 from graph.storage.history.messages import (
     PART,

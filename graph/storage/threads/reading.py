@@ -101,7 +101,7 @@ def newest_first(threads: list[Summary]) -> list[Summary]:
 
 def _rebuilt(saver: FerryStore, thread_id: str) -> Summary | None:
     """A thread's summary from its history, saved for the next listing; None if refused."""
-    from graph.storage.codec.allowlist import StoredValueError
+    from graph.storage.codec.reads import StoredValueError
 
     config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     try:
