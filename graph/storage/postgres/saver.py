@@ -39,7 +39,7 @@ from graph.storage.internals import (
     saver_loop,
 )
 from graph.storage.leases.sqlite import LeaseStore
-from graph.storage.postgres.stored_histories import CachedHistories, Steps, T
+from graph.storage.postgres.stored_histories import PostgresHistories, Steps, T
 from graph.storage.threads import reading as stored_threads
 from graph.storage.threads.started import on_its_loop
 from graph.storage.threads.summaries import (
@@ -267,7 +267,7 @@ class FerryPostgresSaver(NamesThreadOnRefusal, PostgresSaver):
     def __init__(self, conn: Connection, *, fold: Fold | None = None) -> None:
         super().__init__(conn, serde=serializer())
         self.fold = fold
-        self.histories = CachedHistories(lambda: self.serde, lambda: self.fold)
+        self.histories = PostgresHistories(lambda: self.serde, lambda: self.fold)
 
     def setup(self) -> None:
         """Create or migrate LangGraph's tables, and Ferry's; a newer layout is refused."""
@@ -499,7 +499,7 @@ class AsyncFerryPostgresSaver(NamesThreadOnRefusal, AsyncPostgresSaver):
     def __init__(self, conn: Any, *, serde: Any = None, fold: Fold | None = None) -> None:
         super().__init__(conn, serde=serde or serializer())
         self.fold = fold
-        self.histories = CachedHistories(lambda: self.serde, lambda: self.fold)
+        self.histories = PostgresHistories(lambda: self.serde, lambda: self.fold)
 
     async def setup(self) -> None:
         """Create or migrate LangGraph's tables, and Ferry's; a newer layout is refused."""

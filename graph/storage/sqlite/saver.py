@@ -12,7 +12,7 @@ opened (`graph.storage.sqlite.layout_versions`); `ferry migrate` and `ferry expo
 their own modules.
 
 Two words for where a history is: **cached**, in this process's memory (the saver's
-`cached_histories`, `graph.storage.history.held`); **stored**, in the file.
+`cached_histories`, `graph.storage.history.messages`); **stored**, in the file.
 """
 
 from __future__ import annotations
@@ -46,11 +46,12 @@ from langgraph.checkpoint.base import (
 )
 
 from graph.storage.codec.reads import StoredValueError, naming_thread
-from graph.storage.history.held import Histories, StepsPutHere
 from graph.storage.history.messages import (
     PART,
+    CachedHistories,
     History,
     Key,
+    StepsPutHere,
     folded,
     latest_key,
     named_key,
@@ -231,7 +232,7 @@ class FerrySaver(BaseCheckpointSaver[Any]):
         self.is_setup = False
         """Whether the file is ready for Ferry's reads and writes."""
         self.fold = fold
-        self.cached_histories = Histories()
+        self.cached_histories = CachedHistories()
         self.cached_steps = StepsPutHere(self.cached_histories)
         # Per (thread, namespace): the length of the history at the newest stored part known.
         self._part_ends: dict[tuple[str, str], int] = {}
@@ -469,7 +470,7 @@ class FerrySaver(BaseCheckpointSaver[Any]):
 
     # -- writing ---------------------------------------------------------------------------
     # A checkpoint put here also gets its messages' history folded from memory when it can be
-    # (`graph.storage.history.held`), its thread's summary row in the same transaction, and,
+    # (`graph.storage.history.messages`), its thread's summary row in the same transaction, and,
     # past `PART` new messages, a stored part.
 
     def put(
@@ -908,7 +909,7 @@ class FerrySaver(BaseCheckpointSaver[Any]):
             # An edit in Studio, or not Ferry's messages: LangGraph's reducer, with the task ids.
             replayed["writes"] = [(text_of(t), c, v) for t, c, v in replayed["writes"]]
             return {"messages": replayed}
-        self.cached_histories.keep(key, messages)
+        self.cached_histories.cache(key, messages)
         self._store_parts(number, key, messages)
         return seeded(messages)
 
