@@ -423,6 +423,8 @@ class FerrySaver(BaseCheckpointSaver[Any]):
             for task, task_path, records in cur.fetchall()
             for record in layout.unpacked(records)
         ]
+        if not writes:  # a finished step's: the usual case when a turn starts
+            return []
         writes.sort(key=lambda w: writes_sort_key(w[1], w[0], w[2][0]))
         resolver = parts.Resolver(cur, self.serde, number, namespace)
         return [(task, channel, resolver.value(t, v)) for task, _, (_, channel, t, v) in writes]
