@@ -67,7 +67,7 @@ MAX_VALUE_BYTES = 32 * 2**20
 """What one stored value may decompress to (`FERRY_MAX_STORED_VALUE_MB`).
 
 Ferry's largest values are whole histories (a pruned thread's oldest checkpoint, a part after
-an edit, Postgres's saved copy), a few MB for a thousand turns; a value that would
+an edit, Postgres's stored copy), a few MB for a thousand turns; a value that would
 decompress beyond the cap is stored uncompressed, so nothing Ferry writes is ever refused.
 """
 READ_FLOOR_VALUES = 2

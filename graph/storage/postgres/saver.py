@@ -316,7 +316,7 @@ class FerryPostgresSaver(NamesThreadOnRefusal, PostgresSaver):
         """Save a checkpoint, then its thread's summary row (for the main namespace)."""
         saved = super().put(config, checkpoint, metadata, new_versions)
         if (row := stored_threads.summary_after_put(self, saved, checkpoint)) is not None:
-            self.save_summary(row)
+            self.store_summary(row)
         return saved
 
     def thread_summaries(self) -> list[tuple[Any, ...]]:
@@ -324,7 +324,7 @@ class FerryPostgresSaver(NamesThreadOnRefusal, PostgresSaver):
         with postgres_cursor(self) as cur:
             return listing_rows(cur)
 
-    def save_summary(self, row: Row) -> None:
+    def store_summary(self, row: Row) -> None:
         """Write a thread's summary row; nothing if the database may not be written."""
         try:
             with postgres_cursor(self) as cur:
@@ -608,9 +608,9 @@ class AsyncFerryPostgresSaver(NamesThreadOnRefusal, AsyncPostgresSaver):
         """Each thread's listing row (from a worker thread, on the saver's loop)."""
         return list(on_its_loop(saver_loop(self), self.athread_summaries()))
 
-    def save_summary(self, row: Row) -> None:
+    def store_summary(self, row: Row) -> None:
         """Write a thread's summary row (from a worker thread, on the saver's loop)."""
-        on_its_loop(saver_loop(self), self.asave_summary(row))
+        on_its_loop(saver_loop(self), self.astore_summary(row))
 
     async def athread_summaries(self) -> list[tuple[Any, ...]]:
         """Each thread's listing row (`graph.storage.threads.summaries.LISTING`)."""
@@ -618,7 +618,7 @@ class AsyncFerryPostgresSaver(NamesThreadOnRefusal, AsyncPostgresSaver):
             await cur.execute(LISTING)
             return [tuple(row.values()) for row in await cur.fetchall()]
 
-    async def asave_summary(self, row: Row) -> None:
+    async def astore_summary(self, row: Row) -> None:
         """Write a thread's summary row; nothing if the database may not be written."""
         try:
             async with postgres_cursor(self) as cur:

@@ -832,14 +832,14 @@ class FerrySaver(BaseCheckpointSaver[Any]):
         with self.cursor(transaction=False) as cur:
             return [tuple(row) for row in cur.execute(LISTING_SQLITE).fetchall()]
 
-    def save_summary(self, row: Row) -> None:
+    def store_summary(self, row: Row) -> None:
         """Write a thread's summary row; nothing if the file may not be written."""
         thread_id, checkpoint_id, *rest = row
         try:
             with self.cursor() as cur:
                 cur.execute(SAVE_SQLITE, (thread_id, key_of(checkpoint_id), *rest))
         except sqlite3.OperationalError as error:
-            log.debug("summary of %s not kept: %s", thread_id, error)
+            log.debug("summary of %s not stored: %s", thread_id, error)
 
     def _summary_after_put(self, saved: RunnableConfig, checkpoint: Checkpoint) -> None:
         """Write the thread's summary row (main namespace), as its checkpoint was put."""
@@ -851,7 +851,7 @@ class FerrySaver(BaseCheckpointSaver[Any]):
         else:
             row = stored_threads.summary_after_put(self, saved, checkpoint)
         if row is not None:
-            self.save_summary(row)
+            self.store_summary(row)
 
     # -- the messages' history -------------------------------------------------------------
     # A checkpoint never changes once written, so the history rebuilt at a checkpoint stays
@@ -935,7 +935,7 @@ class FerrySaver(BaseCheckpointSaver[Any]):
                     cur, self.serde, (number, thread[1]), target, messages, walk
                 )
         except sqlite3.OperationalError as error:  # e.g. a read-only file: only speed is lost
-            log.debug("history of %s not kept in parts: %s", thread[0], error)
+            log.debug("history of %s not stored in parts: %s", thread[0], error)
             self._part_ends[thread] = len(messages)
 
     # -- async: the sync methods in worker threads -----------------------------------------
