@@ -39,7 +39,7 @@ def classify(exc: BaseException) -> tuple[int, str, str]:
     from graph.core.settings import ConfigError
     from graph.runs.errors import RunFailed, ServerUnreachable
     from graph.storage import DatabaseError
-    from graph.storage.codec.allowlist import StoredValueError
+    from graph.storage.codec.reads import StoredValueError
     from graph.storage.errors import NotSupportedByDatabase
     from graph.threads.lease import ThreadBusy
     from graph.threads.travel import TravelError

@@ -49,7 +49,7 @@ class FerryStore(Protocol):
         """
         ...
 
-    def save_summary(self, row: Row) -> None:
+    def store_summary(self, row: Row) -> None:
         """Store a thread's summary row; nothing if the database may not be written."""
         ...
 

@@ -53,7 +53,7 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot as DeltaSnapshot
 
 # Turns stored writes into a channel's history, exactly as the stock SQLite saver does (private
 # helper of langgraph-checkpoint-sqlite): Ferry's Postgres saver reads the rows itself, with one
-# range query and from its saved histories, and hands them over in the stock saver's row shape
+# range query and from its stored histories, and hands them over in the stock saver's row shape
 # `(checkpoint_id, channel, task_id, idx, type, value, task_path)`.
 from langgraph.checkpoint.sqlite._delta import build_delta_channels_writes_history
 

@@ -26,8 +26,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
 from graph.core.settings import Settings, get_settings
+from graph.storage.ferry_store import ferry_store
 from graph.storage.leases.sqlite import Holder, LeaseStore
-from graph.storage.leases.stores import aleases_for, leases_for
 
 log = logging.getLogger("ferry.lease")
 
@@ -140,6 +140,14 @@ class _Wait:
         return poll_s
 
 
+def _lease_store(saver: object, settings: Settings) -> LeaseStore | None:
+    """The lease store of a Ferry saver's database, for this run; None for other savers."""
+    store = ferry_store(saver)
+    if store is None:
+        return None
+    return store.leases(settings.lease_timeout_s, holder=str(uuid.uuid4()))
+
+
 @contextmanager
 def thread_lease(
     saver: object, config: RunnableConfig | None, settings: Settings
@@ -148,7 +156,7 @@ def thread_lease(
     thread_id = _thread_id(config)
     store = None
     if thread_id is not None:
-        store = leases_for(saver, settings.lease_timeout_s, holder=str(uuid.uuid4()))
+        store = _lease_store(saver, settings)
     if store is None or thread_id is None:
         yield
         return
@@ -171,7 +179,9 @@ async def athread_lease(
     thread_id = _thread_id(config)
     store = None
     if thread_id is not None:
-        store = await aleases_for(saver, settings.lease_timeout_s, holder=str(uuid.uuid4()))
+        # The LangGraph server hands runs its checkpointer wrapped in an adapter that keeps the
+        # saver `langgraph.json` names as `_inner` (tests/integration/test_studio.py covers it).
+        store = await asyncio.to_thread(_lease_store, getattr(saver, "_inner", saver), settings)
     if store is None or thread_id is None:
         yield
         return

@@ -1,6 +1,6 @@
-"""Postgres keeps what SQLite keeps: a saved history per thread, and a summary row per thread.
+"""Postgres keeps what SQLite keeps: a stored history per thread, and a summary row per thread.
 
-A new process reads a long thread from its saved history and the writes after it, not from
+A new process reads a long thread from its stored history and the writes after it, not from
 the thread's start; the result is what replaying every write gives. `ferry threads` reads the
 summary rows and rebuilds nothing.
 """

@@ -1,4 +1,4 @@
-"""Postgres extends a thread's saved history by parts, as SQLite does, never copying it again.
+"""Postgres extends a thread's stored history by parts, as SQLite does, never copying it again.
 
 A new process then replays fewer than `PART` messages' writes after the newest
 part; what it reads is what replaying every write gives, from the sync saver and the server's.

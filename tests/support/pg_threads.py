@@ -1,4 +1,4 @@
-"""Long Postgres threads for the saved-history tests, and what reading them costs.
+"""Long Postgres threads for the stored-history tests, and what reading them costs.
 
 Imported by every test process (`replays` is a plugin fixture), so Postgres is loaded only
 when a test uses it: whether `graph.storage.postgres.saver` is loaded changes how leases are taken.

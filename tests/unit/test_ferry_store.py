@@ -115,7 +115,7 @@ def test_each_saver_has_the_protocols_methods_with_its_signatures(saver: type[An
         "get_tuple",
         "get_delta_channel_history",
         "thread_summaries",
-        "save_summary",
+        "store_summary",
         "first_start",
         "forget_start",
         "leases",

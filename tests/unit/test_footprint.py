@@ -15,9 +15,8 @@ import ormsgpack
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from graph.storage.codec.footprint import PER_MESSAGE, msgpack_footprint
-from graph.storage.codec.messages import encoded
-from graph.storage.codec.serde import MESSAGES, FerrySerializer
+from graph.storage.codec.reads import PER_MESSAGE, msgpack_footprint
+from graph.storage.codec.serde import MESSAGES, FerrySerializer, compact_form
 from graph.storage.internals import (
     EXT_CONSTRUCTOR_KW_ARGS,
     EXT_CONSTRUCTOR_SINGLE_ARG,
@@ -66,7 +65,7 @@ SHAPES: dict[str, tuple[str, bytes]] = {
     ),
     "a conversation": (
         MESSAGES,
-        encoded(
+        compact_form(
             [
                 message
                 for n in range(500)

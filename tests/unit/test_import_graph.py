@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -238,4 +240,29 @@ def test_graph_keeps_at_most_14_modules_at_its_top_level() -> None:
     assert len(modules) <= MAX_TOP_LEVEL_MODULES, (
         f"graph/ has {len(modules)} modules at its top level (at most "
         f"{MAX_TOP_LEVEL_MODULES}): move some into a package by concern: {modules}"
+    )
+
+
+MAX_SQLITE_SAVER_MODULES = 15
+_MODULES_IMPORTED = (
+    "import sys; before = set(sys.modules); import {module}; "
+    "print('\\n'.join(sorted(m for m in sys.modules if m not in before "
+    "and m.split('.')[0] in ('graph', 'tools'))))"
+)
+
+
+def test_importing_the_sqlite_saver_loads_at_most_15_project_modules() -> None:
+    """The SQLite saver reads in one sitting: a reader following its imports opens few modules.
+
+    In a new process, so that what other tests imported does not count; packages count too.
+    """
+    source = _MODULES_IMPORTED.format(module="graph.storage.sqlite.saver")
+    done = subprocess.run(
+        [sys.executable, "-c", source], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    loaded = done.stdout.split()
+    assert "graph.storage.sqlite.saver" in loaded
+    assert len(loaded) <= MAX_SQLITE_SAVER_MODULES, (
+        f"importing the SQLite saver loads {len(loaded)} project modules (at most "
+        f"{MAX_SQLITE_SAVER_MODULES}): {loaded}"
     )

@@ -16,17 +16,14 @@ import functools
 import json
 import re
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import ormsgpack
 import pydantic
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.types import Send
 
-from graph.storage.codec.reads import one_read
+from graph.storage.codec.reads import StoredValueError
 from graph.storage.codec.stored_types import MESSAGE_CLASSES
 from graph.storage.internals import (
     EXT_CONSTRUCTOR_KW_ARGS,
@@ -35,16 +32,8 @@ from graph.storage.internals import (
     EXT_DELTA_SNAPSHOT,
     EXT_METHOD_SINGLE_ARG,
     EXT_PYDANTIC_V2,
-    DeltaChannelHistory,
     DeltaSnapshot,
 )
-
-
-class StoredValueError(ValueError):
-    """A stored value Ferry refuses to load: it names a type Ferry does not store, or is too big.
-
-    The message is one line meant for the user; the savers prefix it with the thread's id.
-    """
 
 
 class UnstorableValueError(StoredValueError):
@@ -192,78 +181,3 @@ def load_json(data: bytes, allowed: dict[tuple[str, str], type]) -> Any:
         return cls(**value.get("kwargs", {}))
 
     return json.loads(data, object_hook=revive)
-
-
-@contextmanager
-def naming_thread(config: RunnableConfig | None) -> Iterator[None]:
-    """Prefix a refusal with the thread it was read for; count what it loads as one read."""
-    try:
-        with one_read():
-            yield
-    except StoredValueError as exc:
-        thread = (config or {}).get("configurable", {}).get("thread_id")
-        if thread is None or str(exc).startswith("thread "):
-            raise
-        raise StoredValueError(f"thread {thread}: {exc}") from None
-
-
-class NamesThreadOnRefusal(BaseCheckpointSaver[Any]):
-    """Mixed into each saver, so that a refused value names its thread wherever it is read."""
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """The checkpoint `config` names (see the saver this is mixed into)."""
-        with naming_thread(config):
-            return super().get_tuple(config)
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """The checkpoint `config` names (see the saver this is mixed into)."""
-        with naming_thread(config):
-            return await super().aget_tuple(config)
-
-    def get_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        """A channel's history up to `config`'s checkpoint (see the saver this is mixed into)."""
-        with naming_thread(config):
-            return super().get_delta_channel_history(config=config, channels=channels)
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        """A channel's history up to `config`'s checkpoint (see the saver this is mixed into)."""
-        with naming_thread(config):
-            return await super().aget_delta_channel_history(config=config, channels=channels)
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        """The matching checkpoints, newest first (see the saver this is mixed into)."""
-        found = super().list(config, filter=filter, before=before, limit=limit)
-        while True:
-            with naming_thread(config):
-                saved = next(found, None)
-            if saved is None:
-                return
-            yield saved
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """The matching checkpoints, newest first (see the saver this is mixed into)."""
-        found = super().alist(config, filter=filter, before=before, limit=limit)
-        while True:
-            with naming_thread(config):
-                saved = await anext(found, None)
-            if saved is None:
-                return
-            yield saved

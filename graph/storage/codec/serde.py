@@ -1,5 +1,9 @@
 """How Ferry stores values: message lists in a compact form, compressed, optionally encrypted.
 
+A stored value's type tag says how it was made, suffix by suffix (graph/storage/FORMAT.md),
+and this module reads top to bottom in that order: the serializer, then the compact message
+form, then compression (encryption is LangGraph's cipher).
+
 A thread's history is stored as the messages each step wrote (see `graph.state`), and a process
 that has not seen the thread yet — `ferry history`, a restarted server — decodes many of them.
 LangGraph's serializer stores each message with all its fields and rebuilds it through pydantic
@@ -9,37 +13,39 @@ any message list holding a value msgpack cannot carry exactly) takes LangGraph's
 32 bytes or more are compressed with Ferry's zstd dictionary
 (`graph.storage.codec.dictionary`), and with `FERRY_ENCRYPTION_KEY` set every value is encrypted
 with AES (LangGraph's cipher). Stored data is never trusted: what it may name is
-`graph.storage.codec.allowlist`'s table, what it may decompress to is capped.
+`graph.storage.codec.allowlist`'s table; no value is decompressed beyond the read cap
+(`FERRY_MAX_STORED_VALUE_MB`), and no read's values take more memory than its budget
+(`graph.storage.codec.reads`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
+import threading
+import zlib
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import ormsgpack
+import zstandard
+from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from graph.storage.codec import messages, reads
-from graph.storage.codec.allowlist import (
+from graph.storage.codec import reads
+from graph.storage.codec.allowlist import Unpacker, UnstorableValueError, load_json
+from graph.storage.codec.dictionary import dictionary
+from graph.storage.codec.reads import (
+    PER_JSON_BYTE,
+    PER_MESSAGE,
     StoredValueError,
-    Unpacker,
-    UnstorableValueError,
-    load_json,
+    msgpack_footprint,
 )
-from graph.storage.codec.compression import (
-    DECOMPRESSORS,
-    MESSAGES_DICTIONARY,
-    VALUES_DICTIONARY,
-    compress,
-)
-from graph.storage.codec.footprint import PER_JSON_BYTE, PER_MESSAGE, msgpack_footprint
-from graph.storage.codec.stored_types import allowing
+from graph.storage.codec.stored_types import MESSAGE_CLASSES, allowing
 
 if TYPE_CHECKING:
     from graph.core.settings import Settings
@@ -61,7 +67,7 @@ MAX_VALUE_BYTES = 32 * 2**20
 """What one stored value may decompress to (`FERRY_MAX_STORED_VALUE_MB`).
 
 Ferry's largest values are whole histories (a pruned thread's oldest checkpoint, a part after
-an edit, Postgres's saved copy), a few MB for a thousand turns; a value that would
+an edit, Postgres's stored copy), a few MB for a thousand turns; a value that would
 decompress beyond the cap is stored uncompressed, so nothing Ferry writes is ever refused.
 """
 READ_FLOOR_VALUES = 2
@@ -106,7 +112,7 @@ class FerrySerializer(SerializerProtocol):
             from graph.core.log import redact
 
             obj = redact(repr(obj))
-        compact = messages.encoded(obj)
+        compact = compact_form(obj)
         type_tag, data = (MESSAGES, compact) if compact else self._langgraph.dumps_typed(obj)
         if type_tag == "msgpack":  # the compact form names only the message classes
             self._unpacker.check(data)
@@ -146,7 +152,7 @@ class FerrySerializer(SerializerProtocol):
             try:
                 entries = self._unpacker.unpack(payload)
                 self.charge(PER_MESSAGE * len(entries) if isinstance(entries, list) else 0)
-                return [messages.rebuilt(name, fields) for name, fields in entries]
+                return [rebuilt_message(name, fields) for name, fields in entries]
             finally:
                 if pausing:
                     gc.enable()
@@ -239,3 +245,192 @@ def serializer(settings: Settings | None = None) -> FerrySerializer:
                 "FERRY_ENCRYPTION_KEY needs pycryptodome: pip install 'ferry-agent[encryption]'"
             ) from exc
     return FerrySerializer(max_value_bytes=settings.max_stored_value_mb * 2**20, cipher=cipher)
+
+
+# -- the compact message form (`ferry-msgs`) ---------------------------------------------------
+# Only the fields that differ from the class's defaults; rebuilt without re-validating what
+# pydantic validated when the message was made.
+
+_CLASSES: dict[str, type[BaseMessage]] = {cls.__name__: cls for cls in MESSAGE_CLASSES}
+# Only values msgpack round-trips exactly: a tuple, datetime, UUID, enum, dataclass, subclass of
+# a builtin or huge int makes the encoder raise, and the list takes LangGraph's path instead.
+_EXACT_ONLY = (
+    ormsgpack.OPT_PASSTHROUGH_BIG_INT
+    | ormsgpack.OPT_PASSTHROUGH_DATACLASS
+    | ormsgpack.OPT_PASSTHROUGH_DATETIME
+    | ormsgpack.OPT_PASSTHROUGH_ENUM
+    | ormsgpack.OPT_PASSTHROUGH_SUBCLASS
+    | ormsgpack.OPT_PASSTHROUGH_TUPLE
+    | ormsgpack.OPT_PASSTHROUGH_UUID
+)
+
+
+def compact_form(obj: Any) -> bytes | None:
+    """`obj` in the compact form, or None if it is not a list of plain LangChain messages."""
+    if type(obj) is not list or not obj:
+        return None
+    entries = []
+    for message in obj:
+        name = type(message).__name__
+        if _CLASSES.get(name) is not type(message) or message.__pydantic_extra__:
+            return None
+        fields = {}
+        for field, default in _defaults(name)[0].items():
+            value = getattr(message, field)
+            if type(value) is not type(default) or value != default:
+                fields[field] = value
+        entries.append([name, fields])
+    try:
+        return ormsgpack.packb(entries, option=_EXACT_ONLY)
+    except TypeError:  # a value msgpack cannot carry exactly
+        return None
+
+
+def rebuilt_message(name: str, stored: dict[str, Any]) -> BaseMessage:
+    """Rebuild a message stored in the compact form, the way pickle rebuilds a pydantic model.
+
+    It was validated when it was made and every field is either stored or its default, so
+    validating it again (most of a cold read's cost) would only recompute what is stored.
+    """
+    cls = _CLASSES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise StoredValueError(f"refused to load a stored message of class {str(name)[:80]!r}")
+    defaults, fresh = _defaults(name)
+    if not stored.keys() <= defaults.keys():  # stored by a version with other fields
+        return cls.model_validate(stored)
+    values = {**defaults, **stored}  # in field order, as validation would leave them
+    for field, empty in fresh:
+        if field not in stored:
+            values[field] = empty()  # a message's own dict or list, never a shared one
+    message = cls.__new__(cls)
+    message.__setstate__(
+        {
+            "__dict__": values,
+            "__pydantic_fields_set__": set(defaults),  # all, as LangGraph's own path leaves it
+            "__pydantic_extra__": {},
+            "__pydantic_private__": None,
+        }
+    )
+    return message
+
+
+@functools.cache
+def _defaults(name: str) -> tuple[dict[str, Any], list[tuple[str, Callable[[], Any]]]]:
+    """A message class's fields with their defaults, and those made fresh for each message.
+
+    A field without a default (`content`, `tool_call_id`) maps to PydanticUndefined, which no
+    value equals, so it is always stored.
+    """
+    defaults: dict[str, Any] = {}
+    fresh: list[tuple[str, Callable[[], Any]]] = []
+    for field, info in _CLASSES[name].model_fields.items():
+        if info.default_factory is not None:
+            factory = cast(Callable[[], Any], info.default_factory)
+            defaults[field] = factory()
+            fresh.append((field, factory))
+        else:
+            defaults[field] = info.default
+    return defaults, fresh
+
+
+# -- compression -------------------------------------------------------------------------------
+# No value is decompressed beyond the read cap: a zstd frame that declares its size within
+# the cap is decompressed in one call into a buffer of exactly that size (zstd refuses a frame
+# that runs past its declared size); any other frame, and zlib, is read in chunks and refused
+# once past it.
+
+MESSAGES_DICTIONARY = "+zd1"  # zstd with Ferry's dictionary 1 (`graph.storage.codec.dictionary`)
+VALUES_DICTIONARY = "+zd2"  # zstd with Ferry's dictionary 2: checkpoints and the rest
+ZSTD = "+zstd"  # zstd alone, written by earlier versions; still read
+ZLIB = "+zlib"  # likewise
+_LEVEL = 3  # zstd's default: most of the gain, a few microseconds a value
+_CHUNK = 2**20  # a decompression bomb is stopped within one chunk past the cap
+
+
+class _Codecs(threading.local):
+    """zstd contexts are not thread-safe, and making one per value costs more than the work."""
+
+    compressors: dict[str, zstandard.ZstdCompressor]
+    decompressors: dict[str, zstandard.ZstdDecompressor]
+
+    def __init__(self) -> None:
+        one, two = dictionary("ferry-1.zdict"), dictionary("ferry-2.zdict")
+        self.compressors = {
+            MESSAGES_DICTIONARY: zstandard.ZstdCompressor(level=_LEVEL, dict_data=one),
+            # The type tag names the dictionary: its id need not be in every frame (4 bytes).
+            VALUES_DICTIONARY: zstandard.ZstdCompressor(
+                level=_LEVEL, dict_data=two, write_dict_id=False
+            ),
+        }
+        self.decompressors = {
+            MESSAGES_DICTIONARY: zstandard.ZstdDecompressor(dict_data=one),
+            VALUES_DICTIONARY: zstandard.ZstdDecompressor(dict_data=two),
+        }
+
+
+_codecs: _Codecs = _Codecs()
+
+
+def compress(data: bytes, suffix: str = MESSAGES_DICTIONARY) -> bytes:
+    """`data` compressed with the dictionary `suffix` names (the frame records its size)."""
+    return _codecs.compressors[suffix].compress(data)
+
+
+def _zstd(decompressor: Callable[[], zstandard.ZstdDecompressor]) -> Decompress:
+    def decompress(payload: bytes, cap: int) -> bytes:
+        try:
+            declared = zstandard.frame_content_size(payload)
+        except zstandard.ZstdError:
+            declared = -1  # not a frame: the stream reader says why
+        if 0 <= declared <= cap:
+            try:
+                return decompressor().decompress(payload, max_output_size=declared)
+            except zstandard.ZstdError as exc:
+                raise StoredValueError(f"a stored value does not decompress: {exc}") from exc
+        with decompressor().stream_reader(payload) as reader:
+            return _bounded(reader.read, cap)
+
+    return decompress
+
+
+def _zlib(payload: bytes, cap: int) -> bytes:
+    stream, pending = zlib.decompressobj(), payload
+
+    def read(size: int) -> bytes:
+        nonlocal pending
+        data = stream.decompress(pending, size)  # stops at `size`, keeping the rest of the input
+        pending = stream.unconsumed_tail
+        return data
+
+    return _bounded(read, cap)
+
+
+def _bounded(read: Callable[[int], bytes], cap: int) -> bytes:
+    """Read a decompressing stream to its end, refusing it once it passes `cap` bytes.
+
+    Chunks are kept apart until the end, so a refused bomb costs the cap, not twice that.
+    """
+    chunks, size = [], 0
+    while chunk := read(_CHUNK):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > cap:
+            raise _too_big(cap)
+    return b"".join(chunks)
+
+
+def _too_big(cap: int) -> StoredValueError:
+    return StoredValueError(
+        f"a stored value decompresses to more than {cap // 2**20} MB "
+        "(FERRY_MAX_STORED_VALUE_MB): refused"
+    )
+
+
+Decompress = Callable[[bytes, int], bytes]
+DECOMPRESSORS: dict[str, Decompress] = {
+    MESSAGES_DICTIONARY: _zstd(lambda: _codecs.decompressors[MESSAGES_DICTIONARY]),
+    VALUES_DICTIONARY: _zstd(lambda: _codecs.decompressors[VALUES_DICTIONARY]),
+    ZSTD: _zstd(zstandard.ZstdDecompressor),
+    ZLIB: _zlib,
+}
+"""Each compression suffix of a type tag, and how to undo it within a cap."""

@@ -1,1 +1,1 @@
-"""A thread's messages rebuilt from its steps' writes, and the histories a process holds."""
+"""A thread's messages rebuilt from its steps' writes, and the histories a process caches."""

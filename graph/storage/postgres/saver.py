@@ -27,7 +27,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 
 from graph.core.settings import ConfigError
-from graph.storage.codec.allowlist import NamesThreadOnRefusal, naming_thread
+from graph.storage.codec.reads import NamesThreadOnRefusal, naming_thread
 from graph.storage.codec.serde import collection_paused, serializer
 from graph.storage.errors import DatabaseError, NotSupportedByDatabase
 from graph.storage.history.folding import Fold
@@ -39,7 +39,7 @@ from graph.storage.internals import (
     saver_loop,
 )
 from graph.storage.leases.sqlite import LeaseStore
-from graph.storage.postgres.stored_histories import CachedHistories, Steps, T
+from graph.storage.postgres.stored_histories import PostgresHistories, Steps, T
 from graph.storage.threads import reading as stored_threads
 from graph.storage.threads.started import on_its_loop
 from graph.storage.threads.summaries import (
@@ -267,7 +267,7 @@ class FerryPostgresSaver(NamesThreadOnRefusal, PostgresSaver):
     def __init__(self, conn: Connection, *, fold: Fold | None = None) -> None:
         super().__init__(conn, serde=serializer())
         self.fold = fold
-        self.histories = CachedHistories(lambda: self.serde, lambda: self.fold)
+        self.histories = PostgresHistories(lambda: self.serde, lambda: self.fold)
 
     def setup(self) -> None:
         """Create or migrate LangGraph's tables, and Ferry's; a newer layout is refused."""
@@ -316,7 +316,7 @@ class FerryPostgresSaver(NamesThreadOnRefusal, PostgresSaver):
         """Save a checkpoint, then its thread's summary row (for the main namespace)."""
         saved = super().put(config, checkpoint, metadata, new_versions)
         if (row := stored_threads.summary_after_put(self, saved, checkpoint)) is not None:
-            self.save_summary(row)
+            self.store_summary(row)
         return saved
 
     def thread_summaries(self) -> list[tuple[Any, ...]]:
@@ -324,7 +324,7 @@ class FerryPostgresSaver(NamesThreadOnRefusal, PostgresSaver):
         with postgres_cursor(self) as cur:
             return listing_rows(cur)
 
-    def save_summary(self, row: Row) -> None:
+    def store_summary(self, row: Row) -> None:
         """Write a thread's summary row; nothing if the database may not be written."""
         try:
             with postgres_cursor(self) as cur:
@@ -499,7 +499,7 @@ class AsyncFerryPostgresSaver(NamesThreadOnRefusal, AsyncPostgresSaver):
     def __init__(self, conn: Any, *, serde: Any = None, fold: Fold | None = None) -> None:
         super().__init__(conn, serde=serde or serializer())
         self.fold = fold
-        self.histories = CachedHistories(lambda: self.serde, lambda: self.fold)
+        self.histories = PostgresHistories(lambda: self.serde, lambda: self.fold)
 
     async def setup(self) -> None:
         """Create or migrate LangGraph's tables, and Ferry's; a newer layout is refused."""
@@ -608,9 +608,9 @@ class AsyncFerryPostgresSaver(NamesThreadOnRefusal, AsyncPostgresSaver):
         """Each thread's listing row (from a worker thread, on the saver's loop)."""
         return list(on_its_loop(saver_loop(self), self.athread_summaries()))
 
-    def save_summary(self, row: Row) -> None:
+    def store_summary(self, row: Row) -> None:
         """Write a thread's summary row (from a worker thread, on the saver's loop)."""
-        on_its_loop(saver_loop(self), self.asave_summary(row))
+        on_its_loop(saver_loop(self), self.astore_summary(row))
 
     async def athread_summaries(self) -> list[tuple[Any, ...]]:
         """Each thread's listing row (`graph.storage.threads.summaries.LISTING`)."""
@@ -618,7 +618,7 @@ class AsyncFerryPostgresSaver(NamesThreadOnRefusal, AsyncPostgresSaver):
             await cur.execute(LISTING)
             return [tuple(row.values()) for row in await cur.fetchall()]
 
-    async def asave_summary(self, row: Row) -> None:
+    async def astore_summary(self, row: Row) -> None:
         """Write a thread's summary row; nothing if the database may not be written."""
         try:
             async with postgres_cursor(self) as cur:

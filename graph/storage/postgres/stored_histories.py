@@ -10,7 +10,7 @@ replays the writes since. In LangGraph's tables the stored history is a copy bes
 
 The reads and writes are written once, with their SQL, as generators of queries (`Steps`) that
 the sync and the async saver each run on their own cursor (`graph.storage.postgres.saver`); what
-a saver caches of them is its `CachedHistories`.
+a saver caches of them, and where it knows they are stored, is its `PostgresHistories`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from graph.storage.history.folding import Fold
-from graph.storage.history.held import Histories, bounded
-from graph.storage.history.messages import PART, History, folded, seeded
+from graph.storage.history.messages import PART, CachedHistories, History, bounded, folded, seeded
 from graph.storage.history.messages import Key as Key
 from graph.storage.internals import DeltaChannelHistory, build_delta_channels_writes_history
 
@@ -134,7 +133,7 @@ class StoredPoints:
             return self._stored.get(thread)
 
     def know(self, thread: Thread, known: Stored | None) -> None:
-        """Remember where a thread's history is stored (None: stop extending what was)."""
+        """Note where a thread's history is stored (None: stop extending what was)."""
         with self._lock:
             if known is None:
                 self._stored.pop(thread, None)
@@ -152,7 +151,7 @@ Rebuilt = tuple[DeltaChannelHistory, list[Any] | None, int]
 """The replayed history, the messages it folds into (None: not Ferry's), the stored length."""
 
 
-class CachedHistories:
+class PostgresHistories:
     """The histories a Postgres saver rebuilt, and where each thread's is stored.
 
     Each saver, sync or async, holds one, as LangGraph's `BasePostgresSaver` holds what its
@@ -162,7 +161,7 @@ class CachedHistories:
     def __init__(self, serde: Callable[[], Any], fold: Callable[[], Fold | None]) -> None:
         # The saver's serializer and reducer, read when used (a caller may replace either).
         self._serde, self._fold = serde, fold
-        self.cached = Histories()
+        self.cached = CachedHistories()
         self.stored = StoredPoints()
 
     def cached_at(self, key: Key) -> History | None:
@@ -179,7 +178,7 @@ class CachedHistories:
         entry, messages, stored_length = rebuilt
         if messages is None:
             return {"messages": entry}, None
-        self.cached.keep(key, messages)
+        self.cached.cache(key, messages)
         steps = store(self.stored, self._serde(), key, messages, stored_length)
         return seeded(messages), steps
 
@@ -193,7 +192,7 @@ class CachedHistories:
 
 
 def rebuild(
-    cached: Histories, stored: StoredPoints, serde: Any, key: Key, fold: Fold | None
+    cached: CachedHistories, stored: StoredPoints, serde: Any, key: Key, fold: Fold | None
 ) -> Steps[Rebuilt]:
     """Rebuild the messages at `key` from the nearest cached, stored or snapshot ancestor.
 
@@ -201,18 +200,18 @@ def rebuild(
     does not fit together (`joined`) is passed over: the walk goes on to an earlier one.
     """
     thread_id, namespace, target = key
-    remembered = cached.of_thread((thread_id, namespace))
+    cached_here = cached.of_thread((thread_id, namespace))
     base, parts = _points((yield Query(POINTS, {"thread": thread_id, "ns": namespace})))
     # Each stored point's checkpoint, and the length its parts run to (None: the base alone).
     points: dict[str, int | None] = {base[0]: None} if base else {}
     points.update((checkpoint_id, length) for length, checkpoint_id in parts)
     seed: Any = None
     while True:
-        rows = yield Query(CHAIN, chain_params(key, [*remembered, *points]))
+        rows = yield Query(CHAIN, chain_params(key, [*cached_here, *points]))
         chain, snapshot = walk(rows, target)
         oldest = chain[-1] if chain else None
-        if oldest in remembered:
-            seed = list(remembered[str(oldest)])
+        if oldest in cached_here:
+            seed = list(cached_here[str(oldest)])
         elif oldest in points and base is not None:
             upto = points[str(oldest)]
             params = {"thread": thread_id, "ns": namespace, "base": base[0], "upto": upto or 0}

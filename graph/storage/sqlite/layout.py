@@ -18,9 +18,7 @@ import ormsgpack
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, get_checkpoint_metadata
 
-from graph.storage.codec.allowlist import StoredValueError
-from graph.storage.threads.started import STARTED_CALLS_TABLE
-from graph.storage.threads.summaries import SUMMARIES_TABLE
+from graph.storage.codec.reads import StoredValueError
 
 THREADS_TABLE = (
     "CREATE TABLE IF NOT EXISTS ferry_threads ("
@@ -70,10 +68,7 @@ CREATE TABLE IF NOT EXISTS ferry_parts (
 history at step `id`, continuing the part at step `prev` (whose `end` is this one's `first`);
 a first part has no `prev` and `first` 0."""
 TABLES = (THREADS_TABLE, STEPS_TABLE, WRITES_TABLE, PARTS_TABLE)
-# Stored WITHOUT ROWID in SQLite (the same columns as in Postgres): a table's rows then live
-# in its primary key's b-tree, with no second page for a separate index.
-FERRY_TABLES = (f"{STARTED_CALLS_TABLE} WITHOUT ROWID", f"{SUMMARIES_TABLE} WITHOUT ROWID")
-"""Ferry's tables beside the steps: started calls and the threads' summary rows."""
+"""The steps' tables (all of Ferry's: `graph.storage.sqlite.layout_versions.ferry_tables`)."""
 
 UNBOUNDED_CHANNEL = "messages"
 """The delta channel whose history Ferry rebuilds itself (`graph.state`)."""

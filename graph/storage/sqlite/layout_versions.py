@@ -27,15 +27,32 @@ _FERRY_TABLES = (
 _FIRST_STAMP = 2  # user_version 0 and 1 kept their old meaning; a stamp below this is read so
 
 
+def ferry_tables() -> tuple[str, ...]:
+    """The statements that create Ferry's tables: the steps', started calls, summary rows.
+
+    Only a file being given its tables needs them (a migration, `ferry migrate`), not a saver
+    opening a file already at this layout.
+    """
+    from graph.storage.sqlite import layout
+    from graph.storage.threads.started import STARTED_CALLS_TABLE
+    from graph.storage.threads.summaries import SUMMARIES_TABLE
+
+    # WITHOUT ROWID in SQLite (the same columns as in Postgres): a table's rows then live in
+    # its primary key's b-tree, with no second page for a separate index.
+    return (
+        *layout.TABLES,
+        f"{STARTED_CALLS_TABLE} WITHOUT ROWID",
+        f"{SUMMARIES_TABLE} WITHOUT ROWID",
+    )
+
+
 def create_ferry_tables(conn: sqlite3.Connection, serde: Any) -> None:
     """0 → 1: Ferry's tables.
 
     Rows in LangGraph's tables are left as they are: converting them (an earliest Ferry's
     integer versions too) is `ferry migrate`'s, asked for, with a backup.
     """
-    from graph.storage.sqlite import layout
-
-    for statement in (*layout.TABLES, *layout.FERRY_TABLES):
+    for statement in ferry_tables():
         conn.execute(statement)
 
 

@@ -32,10 +32,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from graph.storage.codec.allowlist import StoredValueError
+from graph.storage.codec.reads import StoredValueError
 from graph.storage.errors import DatabaseError
-from graph.storage.sqlite import layout, layout_versions
-from graph.storage.sqlite.layout import FERRY_TABLES, compact_version
+from graph.storage.sqlite import layout_versions
+from graph.storage.sqlite.layout import compact_version
 from graph.storage.sqlite.layout_versions import has_table
 from graph.storage.sqlite.moving import Moved, move_rows
 from graph.storage.sqlite.ownership import not_ferrys
@@ -91,7 +91,7 @@ def migrate(
             chosen = _chosen(conn, serde, report, thread_ids, everything)
             if chosen or everything:
                 report.backup = _backup(path)
-                for statement in (*layout.TABLES, *FERRY_TABLES):
+                for statement in layout_versions.ferry_tables():
                     conn.execute(statement)
                 _convert(conn, serde, None if everything else chosen, report, on_thread)
             conn.execute("COMMIT")

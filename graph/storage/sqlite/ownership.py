@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from graph.storage.codec.allowlist import StoredValueError
+from graph.storage.codec.reads import StoredValueError
 
 # Spelled out rather than read from the agent (storage imports none of it); a test checks both
 # against the compiled graph (tests/unit/test_stock_saver.py).

@@ -26,7 +26,7 @@ from typing import Any
 import ormsgpack
 from langchain_core.messages import BaseMessage, RemoveMessage
 
-from graph.storage.codec.allowlist import StoredValueError
+from graph.storage.codec.reads import StoredValueError
 from graph.storage.sqlite import layout
 from graph.storage.sqlite.layout import UNBOUNDED_CHANNEL, Record
 

@@ -12,7 +12,7 @@ opened (`graph.storage.sqlite.layout_versions`); `ferry migrate` and `ferry expo
 their own modules.
 
 Two words for where a history is: **cached**, in this process's memory (the saver's
-`cached_histories`, `graph.storage.history.held`); **stored**, in the file.
+`cached_histories`, `graph.storage.history.messages`); **stored**, in the file.
 """
 
 from __future__ import annotations
@@ -45,12 +45,13 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
-from graph.storage.codec.allowlist import StoredValueError, naming_thread
-from graph.storage.history.held import Histories, StepsPutHere
+from graph.storage.codec.reads import StoredValueError, naming_thread
 from graph.storage.history.messages import (
     PART,
+    CachedHistories,
     History,
     Key,
+    StepsPutHere,
     folded,
     latest_key,
     named_key,
@@ -231,7 +232,7 @@ class FerrySaver(BaseCheckpointSaver[Any]):
         self.is_setup = False
         """Whether the file is ready for Ferry's reads and writes."""
         self.fold = fold
-        self.cached_histories = Histories()
+        self.cached_histories = CachedHistories()
         self.cached_steps = StepsPutHere(self.cached_histories)
         # Per (thread, namespace): the length of the history at the newest stored part known.
         self._part_ends: dict[tuple[str, str], int] = {}
@@ -422,6 +423,8 @@ class FerrySaver(BaseCheckpointSaver[Any]):
             for task, task_path, records in cur.fetchall()
             for record in layout.unpacked(records)
         ]
+        if not writes:  # a finished step's: the usual case when a turn starts
+            return []
         writes.sort(key=lambda w: writes_sort_key(w[1], w[0], w[2][0]))
         resolver = parts.Resolver(cur, self.serde, number, namespace)
         return [(task, channel, resolver.value(t, v)) for task, _, (_, channel, t, v) in writes]
@@ -469,7 +472,7 @@ class FerrySaver(BaseCheckpointSaver[Any]):
 
     # -- writing ---------------------------------------------------------------------------
     # A checkpoint put here also gets its messages' history folded from memory when it can be
-    # (`graph.storage.history.held`), its thread's summary row in the same transaction, and,
+    # (`graph.storage.history.messages`), its thread's summary row in the same transaction, and,
     # past `PART` new messages, a stored part.
 
     def put(
@@ -829,14 +832,14 @@ class FerrySaver(BaseCheckpointSaver[Any]):
         with self.cursor(transaction=False) as cur:
             return [tuple(row) for row in cur.execute(LISTING_SQLITE).fetchall()]
 
-    def save_summary(self, row: Row) -> None:
+    def store_summary(self, row: Row) -> None:
         """Write a thread's summary row; nothing if the file may not be written."""
         thread_id, checkpoint_id, *rest = row
         try:
             with self.cursor() as cur:
                 cur.execute(SAVE_SQLITE, (thread_id, key_of(checkpoint_id), *rest))
         except sqlite3.OperationalError as error:
-            log.debug("summary of %s not kept: %s", thread_id, error)
+            log.debug("summary of %s not stored: %s", thread_id, error)
 
     def _summary_after_put(self, saved: RunnableConfig, checkpoint: Checkpoint) -> None:
         """Write the thread's summary row (main namespace), as its checkpoint was put."""
@@ -848,7 +851,7 @@ class FerrySaver(BaseCheckpointSaver[Any]):
         else:
             row = stored_threads.summary_after_put(self, saved, checkpoint)
         if row is not None:
-            self.save_summary(row)
+            self.store_summary(row)
 
     # -- the messages' history -------------------------------------------------------------
     # A checkpoint never changes once written, so the history rebuilt at a checkpoint stays
@@ -908,7 +911,7 @@ class FerrySaver(BaseCheckpointSaver[Any]):
             # An edit in Studio, or not Ferry's messages: LangGraph's reducer, with the task ids.
             replayed["writes"] = [(text_of(t), c, v) for t, c, v in replayed["writes"]]
             return {"messages": replayed}
-        self.cached_histories.keep(key, messages)
+        self.cached_histories.cache(key, messages)
         self._store_parts(number, key, messages)
         return seeded(messages)
 
@@ -932,7 +935,7 @@ class FerrySaver(BaseCheckpointSaver[Any]):
                     cur, self.serde, (number, thread[1]), target, messages, walk
                 )
         except sqlite3.OperationalError as error:  # e.g. a read-only file: only speed is lost
-            log.debug("history of %s not kept in parts: %s", thread[0], error)
+            log.debug("history of %s not stored in parts: %s", thread[0], error)
             self._part_ends[thread] = len(messages)
 
     # -- async: the sync methods in worker threads -----------------------------------------

@@ -100,8 +100,8 @@ def newest_first(threads: list[Summary]) -> list[Summary]:
 
 
 def _rebuilt(saver: FerryStore, thread_id: str) -> Summary | None:
-    """A thread's summary from its history, saved for the next listing; None if refused."""
-    from graph.storage.codec.allowlist import StoredValueError
+    """A thread's summary from its history, stored for the next listing; None if refused."""
+    from graph.storage.codec.reads import StoredValueError
 
     config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     try:
@@ -112,7 +112,7 @@ def _rebuilt(saver: FerryStore, thread_id: str) -> Summary | None:
     except StoredValueError as refused:  # one bad thread must not hide the others
         log.warning("%s (left out of the list)", refused)
         return None
-    saver.save_summary(row)
+    saver.store_summary(row)
     return summary_of(row, _opener(saver.serde))
 
 
@@ -125,7 +125,7 @@ def summary_after_put(
     try:
         return summary_row(saver, saved, checkpoint)
     except Exception as error:  # noqa: BLE001 - only a shortcut: the listing rebuilds the thread
-        log.debug("summary of %s not kept: %s", saved["configurable"]["thread_id"], error)
+        log.debug("summary of %s not stored: %s", saved["configurable"]["thread_id"], error)
         return None
 
 
