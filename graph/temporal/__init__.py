@@ -20,9 +20,10 @@ runs one turn per thread. What the workflow does is the loop's order and nothing
   iteration cap, token budget, duplicates, the circuit breaker, approvals, the exfiltration
   guard — decided from the stored thread, the same on every worker. Steps retry under
   `STEP_RETRIES` (Ferry's backoff) and beat every 2 s, so a worker that dies mid-step is noticed
-  in 10 s and its step runs on another worker: the thread's lease (30 s) is waited for, finished
-  calls replay from their writes, and a `retry_safe=False` call that had started is answered
-  from its start record instead of running again.
+  in 10 s (FERRY_TEMPORAL_HEARTBEAT_S, sent with the turn) and its step runs on another worker:
+  the thread's lease (30 s) is waited for, finished calls replay from their writes, and a
+  `retry_safe=False` call that had started is answered from its start record instead of running
+  again.
 
 Every field of a turn's input is checked where it enters the worker (graph/temporal/admission.py):
 by the workflow as its run starts, and by each step against its worker's settings (time budget,

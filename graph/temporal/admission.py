@@ -40,6 +40,8 @@ MAX_MODEL_CHARS = 200
 ROUNDING_S = 1e-6
 """The workflow's deadline is a `timedelta`, kept in microseconds: a step's time left may be the
 budget rounded up by less than this."""
+MIN_HEARTBEAT_S, MAX_HEARTBEAT_S = 1.0, 3600.0
+"""A step's heartbeat timeout, as `FERRY_TEMPORAL_HEARTBEAT_S` allows it."""
 FIELDS = tuple(f.name for f in fields(TurnInput))
 
 
@@ -79,6 +81,7 @@ def turn_input(sent: object, workflow: str | None = None) -> TurnInput:
         model=_model(values.get("model")),
         stream=_stream(values.get("stream", False)),
         response_format=_response_format(values.get("response_format")),
+        heartbeat_s=_heartbeat(values.get("heartbeat_s", TurnInput.heartbeat_s)),
     )
     _check_together(turn)
     return turn
@@ -161,6 +164,15 @@ def _time_budget(value: object) -> float:
             "time_budget_s",
             f"seconds above 0, at most {MAX_TIME_BUDGET_S:g} and at most the workers' "
             f"FERRY_TIME_BUDGET_S; got {_shown(value)}",
+        )
+    return float(value)
+
+
+def _heartbeat(value: object) -> float:
+    if not (_is_number(value) and MIN_HEARTBEAT_S <= value <= MAX_HEARTBEAT_S):
+        raise TurnRefused(
+            "heartbeat_s",
+            f"seconds from {MIN_HEARTBEAT_S:g} to {MAX_HEARTBEAT_S:g}; got {_shown(value)}",
         )
     return float(value)
 

@@ -225,6 +225,7 @@ async def start_turn(
         model=model,
         stream=stream,
         response_format=response_format,
+        heartbeat_s=settings.temporal_heartbeat_s,
     )
     for attempt in range(2):
         try:

@@ -46,6 +46,9 @@ class TurnInput:
     """The client shows the answer's tokens as they come (`StepInput.stream`)."""
     response_format: str | None = None
     """A JSON schema the turn's answer must match (`--schema`; graph/output.py)."""
+    heartbeat_s: float = 10.0
+    """How long a step may go without a heartbeat before it runs on another worker (the
+    client's `FERRY_TEMPORAL_HEARTBEAT_S`); histories recorded before the field replay on 10 s."""
 
 
 @dataclass

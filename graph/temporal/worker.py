@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from graph.builder import FerryGraph
 
 BEAT_S = 2.0
+"""How often a step heartbeats, or a fifth of its heartbeat timeout if that is shorter."""
 TOKENS_EVERY_S = 0.2
 """How often a step whose reply is watched heartbeats the reply so far (`ferry ask` streams it)."""
 WORKFLOW_RUNNER = SandboxedWorkflowRunner(
@@ -156,7 +157,8 @@ class Steps:
             output=output,
         )
         running = asyncio.get_running_loop().run_in_executor(self._threads, run)
-        beat, waited = TOKENS_EVERY_S if step.stream else BEAT_S, 0.0
+        every = _beat_s(info.heartbeat_timeout)
+        beat, waited = min(TOKENS_EVERY_S, every) if step.stream else every, 0.0
         sent: dict[str, Any] = {}
         try:
             while True:
@@ -165,7 +167,7 @@ class Steps:
                     return running.result()
                 waited += beat
                 now = output.now() if step.stream else {}
-                if now != sent or waited >= BEAT_S:
+                if now != sent or waited >= every:
                     activity.heartbeat(now)
                     sent, waited = now, 0.0
         except asyncio.CancelledError:
@@ -173,7 +175,7 @@ class Steps:
             # ends: the step reports itself cancelled only then, so the turn's workflow, and
             # `ferry cancel` waiting on it, close once the thread is free.
             cancelled.set()
-            await _until_done(running)
+            await _until_done(running, every)
             raise
 
     @activity.defn(name=AWAITING_ACTIVITY)
@@ -190,19 +192,29 @@ class Steps:
         self._threads.shutdown(wait=False, cancel_futures=True)
 
 
-async def _until_done(running: asyncio.Future[Any]) -> None:
+def _beat_s(timeout: timedelta | None) -> float:
+    """How often a step with this heartbeat timeout beats: well within it."""
+    return BEAT_S if timeout is None else min(BEAT_S, timeout.total_seconds() / 5)
+
+
+async def _until_done(running: asyncio.Future[Any], every: float) -> None:
     """Wait for a cancelled step's graph to stop, beating meanwhile, however often cancelled."""
     while not running.done():
         try:
-            await asyncio.wait({running}, timeout=BEAT_S)
+            await asyncio.wait({running}, timeout=every)
         except asyncio.CancelledError:  # a worker shutting down cancels again: still wait
             continue
         with contextlib.suppress(Exception):  # a beat after the cancel only says it lives
             activity.heartbeat()
 
 
-def make_worker(client: Client, steps: Steps, task_queue: str) -> Worker:
-    """A worker for Ferry's turns on `task_queue`."""
+def make_worker(client: Client, steps: Steps, task_queue: str, heartbeat_s: float = 10.0) -> Worker:
+    """A worker for Ferry's turns on `task_queue`.
+
+    `heartbeat_s` (FERRY_TEMPORAL_HEARTBEAT_S): how long a turn's next decision waits for the
+    worker that made its last one, which keeps the turn cached, before any worker takes it; a
+    worker killed mid-turn holds its turns no longer than their steps' heartbeat timeout.
+    """
     return Worker(
         client,
         task_queue=task_queue,
@@ -213,6 +225,7 @@ def make_worker(client: Client, steps: Steps, task_queue: str) -> Worker:
         # A heartbeat carrying a watched reply's tokens goes out at once, not at the SDK's
         # default pace (most of the heartbeat timeout).
         max_heartbeat_throttle_interval=timedelta(seconds=TOKENS_EVERY_S),
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=heartbeat_s),
     )
 
 
@@ -232,7 +245,10 @@ async def serve_graph(
     """
     steps = Steps(graph, settings, graph_for_model, max_steps, models)
     try:
-        await make_worker(client, steps, settings.temporal_task_queue).run()
+        worker = make_worker(
+            client, steps, settings.temporal_task_queue, settings.temporal_heartbeat_s
+        )
+        await worker.run()
     finally:
         steps.close()
 

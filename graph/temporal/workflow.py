@@ -60,8 +60,6 @@ Every step may be retried: a model step stores nothing until the reply is whole,
 replays finished calls from their saved writes, and a `retry_safe=False` call that had started
 is answered from its start record, never run again (graph/threads/side_effects.py).
 """
-HEARTBEAT = timedelta(seconds=10)
-"""A step beats every 2 s; one silent this long is on a dead worker and runs on another."""
 STEP_MARGIN_S = 60.0
 """How long past the turn's time left a step may take: a guard then ends the turn in words."""
 LOOK_ELSEWHERE_S = (2.0, 600.0)
@@ -130,7 +128,8 @@ class FerryTurn:
                 result_type=StepSummary,
                 start_to_close_timeout=timedelta(seconds=left + STEP_MARGIN_S),
                 schedule_to_close_timeout=timedelta(seconds=left + STEP_MARGIN_S),
-                heartbeat_timeout=HEARTBEAT,
+                # A step silent this long is on a dead worker and runs on another.
+                heartbeat_timeout=timedelta(seconds=turn.heartbeat_s),
                 retry_policy=STEP_RETRIES,
                 # Cancelled (`ferry cancel`), the turn closes once its step has stopped and
                 # released the thread, not while the step still runs and holds it.

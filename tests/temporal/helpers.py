@@ -248,12 +248,18 @@ async def worker_here(client: Client, graph: FerryGraph) -> AsyncIterator[None]:
             await task
 
 
-def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """A worker process with the tests' tools (tests/temporal/worker_process.py)."""
+def start_worker(
+    env: dict[str, str], log: Path, serve_once: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """A worker process with the tests' tools (tests/temporal/worker_process.py).
+
+    `serve_once`: it takes no work until this file exists (it starts meanwhile).
+    """
+    serve = {"FERRY_TEST_SERVE_FILE": str(serve_once)} if serve_once else {}
     with log.with_suffix(".worker.log").open("a") as errors:  # the child keeps its own copy
         return subprocess.Popen(
             [sys.executable, "-m", "tests.temporal.worker_process"],
-            env={**os.environ, **env, "FERRY_TEST_TOOL_LOG": str(log)},
+            env={**os.environ, **env, "FERRY_TEST_TOOL_LOG": str(log), **serve},
             cwd=REPO,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -56,6 +56,8 @@ def test_the_turn_a_client_sends_is_taken_as_it_is() -> None:
     nothing = sent(question=None, message_id=None, model=None, stream=..., decision=...)
     assert turn_input(nothing) == TurnInput(thread_id="t-1", time_budget_s=300.0)
     assert turn_input(sent(time_budget_s=60)).time_budget_s == 60.0  # JSON's 60 is an int
+    assert turn_input(sent(heartbeat_s=2)).heartbeat_s == 2.0
+    assert turn_input(sent(heartbeat_s=...)).heartbeat_s == 10.0  # sent before the field was
 
 
 @pytest.mark.parametrize(
@@ -86,6 +88,10 @@ def test_the_turn_a_client_sends_is_taken_as_it_is() -> None:
         (sent(model="openai:gpt 4"), "model", "without spaces"),
         (sent(model="x" * 201), "model", "at most 200 characters"),
         (sent(model=3), "model", "got 3"),
+        (sent(heartbeat_s=0.5), "heartbeat_s", "seconds from 1 to 3600; got 0.5"),
+        (sent(heartbeat_s=1e9), "heartbeat_s", "seconds from 1 to 3600"),
+        (sent(heartbeat_s=math.nan), "heartbeat_s", "got nan"),
+        (sent(heartbeat_s=None), "heartbeat_s", "got None"),
         (sent(stream="yes"), "stream", "true or false; got 'yes'"),
         (sent(stream=None), "stream", "true or false; got None"),
         (sent(tools=["shell"]), "tools", "not a field of a turn"),

@@ -19,10 +19,9 @@ from temporalio.client import Client, WorkflowHandle
 from graph.core.settings import get_settings
 from graph.temporal import TurnFailed, connect, start_turn, watch
 from graph.temporal.shapes import WORKFLOW_NAME, workflow_id
-from tests.support.cli_helpers import Ferry, ferry_env
+from tests.support.cli_helpers import Ferry
 from tests.support.servers.openai import OpenAIServer, openai_answer
-from tests.temporal.helpers import WAIT_LIMIT_S, ferry_graph, start_worker, stop, worker_here
-from tests.temporal.worker_process import tool_log
+from tests.temporal.helpers import WAIT_LIMIT_S, SharedWorker, ferry_graph, worker_here
 
 CLOSED = {
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
@@ -105,20 +104,12 @@ def test_turns_a_worker_does_not_take_fail_at_once_naming_the_field(
 
 
 def test_ask_prints_the_refusal_in_one_line_and_a_model_the_worker_runs_still_answers(
-    temporal_env: dict[str, str], model: OpenAIServer, tmp_path: Path, cli: Ferry
+    shared_worker: SharedWorker, shared_model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
-    model.script([openai_answer("It is 42.")])
-    env = {**ferry_env(tmp_path, model=model), **temporal_env}
-    worker = start_worker(env, tool_log())
-    try:
-        huge = cli(
-            "ask", "What is 6 * 7?", env={**env, "FERRY_TIME_BUDGET_S": "1e12"}, cwd=tmp_path
-        )
-        named = cli(
-            "ask", "--model", "openai:gpt-4.1-mini", "What is 6 * 7?", env=env, cwd=tmp_path
-        )
-    finally:
-        stop(worker)
+    shared_model.script([openai_answer("It is 42.")])
+    env = shared_worker.client_env(tmp_path)
+    huge = cli("ask", "What is 6 * 7?", env={**env, "FERRY_TIME_BUDGET_S": "1e12"}, cwd=tmp_path)
+    named = cli("ask", "--model", "openai:gpt-4.1-mini", "What is 6 * 7?", env=env, cwd=tmp_path)
     assert huge.returncode == 1 and huge.stdout == ""
     [line] = huge.stderr.strip().splitlines()[-1:]
     assert "the worker refused it: time_budget_s: seconds above 0, at most 604800" in line, (

@@ -1,7 +1,9 @@
 """A worker SIGKILLed mid-turn: another worker finishes the turn, and nobody types anything.
 
 The kill lands at a known point, by handshake: the model emulator holds a request until the
-test releases it, or a tool holds mid-call (after recording its run) while a file exists.
+test releases it, or a tool holds mid-call (after recording its run) while a file exists. The dead
+worker's turn goes on elsewhere after 2 s without a word from it (FERRY_TEMPORAL_HEARTBEAT_S),
+not 10 s.
 """
 
 from __future__ import annotations
@@ -9,9 +11,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
 
 from graph.runs.report import turn_report
 from graph.temporal import connect, start_turn, watch
+from graph.temporal.shapes import workflow_id
 from tests.support.held import held_step
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
 from tests.temporal.helpers import (
@@ -24,6 +30,13 @@ from tests.temporal.helpers import (
     wait_until,
 )
 from tests.temporal.worker_process import hold_file, tool_log
+
+HEARTBEAT_S = 2
+
+
+@pytest.fixture(autouse=True)
+def _short_heartbeat(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FERRY_TEMPORAL_HEARTBEAT_S", str(HEARTBEAT_S))
 
 
 def _runs() -> list[str]:
@@ -106,21 +119,30 @@ def _finished_by_a_second_worker(
     after_kill: Callable[[], None],
 ) -> dict[str, object]:
     """Start a turn on one worker, SIGKILL it once `reached()` returns, then `after_kill()` and
-    start a second worker: the turn's report, once its recorded history has replayed."""
+    let a second worker serve (started beside the first, it took no work until then): the
+    turn's report, once its recorded history has replayed."""
+    serve = tool_log().with_suffix(".serve")
     first = start_worker(env, tool_log())
     second = None
     try:
+        second = start_worker(env, tool_log(), serve_once=serve)
 
         async def main() -> dict[str, object]:
-            nonlocal second
             client = await connect()
             handle = await start_turn(client, thread_id, question)
             await asyncio.to_thread(reached)
             stop(first)
             after_kill()
-            second = start_worker(env, tool_log())
+            serve.touch()
             report = await watch(handle)
             await replay(client, thread_id)
+            history = await client.get_workflow_handle(workflow_id(thread_id)).fetch_history()
+            timeouts = {
+                event.activity_task_scheduled_event_attributes.heartbeat_timeout.ToTimedelta()
+                for event in history.events
+                if event.HasField("activity_task_scheduled_event_attributes")
+            }
+            assert timeouts == {timedelta(seconds=HEARTBEAT_S)}  # the client's setting
             return report
 
         return asyncio.run(main())

@@ -1,6 +1,8 @@
 """A Ferry worker with the tests' tools: `python -m tests.temporal.worker_process`.
 
 Its settings come from the environment (FERRY_DB, FERRY_TEMPORAL_*, the OpenAI emulator's URL).
+With FERRY_TEST_SERVE_FILE set, it starts (imports, connects, builds its graph) and
+then takes no work until that file exists: a test starts a stand-by worker beside another.
 Besides the calculator it has two tools that write each run to the file FERRY_TEST_TOOL_LOG
 names, so a test can count runs:
 `lookup` (retry-safe) and `send_payment` (`retry_safe=False`). Either holds mid-call, after
@@ -24,6 +26,7 @@ from graph.temporal.worker import serve_graph
 from tools.calculator import calculator
 
 HOLD_LIMIT_S = 60.0  # a hang guard: the test kills the worker long before
+SERVE_LIMIT_S = 300.0  # a hang guard: the test lets a stand-by worker serve long before
 
 
 def tool_log() -> Path:
@@ -75,7 +78,17 @@ async def main() -> None:
     client = await connect(settings)
     with open_saver(settings) as saver:
         graph = build_graph(tools=TOOLS, checkpointer=saver, settings=settings)
+        await asyncio.to_thread(_until_told_to_serve)
         await serve_graph(client, graph, settings)
+
+
+def _until_told_to_serve() -> None:
+    serve = os.environ.get("FERRY_TEST_SERVE_FILE")
+    started = time.monotonic()
+    while serve and not Path(serve).exists():
+        if time.monotonic() - started > SERVE_LIMIT_S:
+            raise SystemExit(f"never told to serve: {serve} does not exist")
+        time.sleep(0.02)
 
 
 if __name__ == "__main__":
