@@ -67,9 +67,15 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         open_graph(args, need_model=False) as graph,
         TemporalRunner(settings, graph, say=say) as runner,
     ):
-        cancelled = runner.cancel(args.thread)
-    if not cancelled:
+        stopped = runner.cancel(args.thread)
+    if stopped is None:
         raise UserError(f"thread {args.thread} has no turn running on Temporal")
+    if stopped == "ended":  # its last step was finishing when the cancel came
+        sys.stderr.write(
+            f"thread {args.thread}: its Temporal turn ended before the cancel reached it; "
+            f"see it with: ferry history --thread {args.thread}\n"
+        )
+        return 0
     sys.stderr.write(
         f"thread {args.thread}: its Temporal run is cancelled and the thread is free; "
         f"continue it with: ferry resume --thread {args.thread}\n"

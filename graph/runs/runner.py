@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
@@ -73,6 +73,11 @@ class Finished:
 Event = Started | Line | Token | Paused | Finished
 
 
+Cancelled = Literal["cancelled", "ended"] | None
+"""What a cancel found: a turn it stopped, a turn that ended on its own before the cancel
+reached it (its last step was finishing), or None when no turn was running."""
+
+
 class TurnRunner(Protocol):
     """Runs a thread's turns and shows each as its events; the same for every back end."""
 
@@ -104,8 +109,8 @@ class TurnRunner(Protocol):
         Its answer and its report, when the thread as stored (`state`) ends with it; else None.
         """
 
-    def cancel(self, thread_id: str) -> bool:
-        """Stop the thread's running turn and wait until it stopped; whether one ran."""
+    def cancel(self, thread_id: str) -> Cancelled:
+        """Stop the thread's running turn and wait until it stopped; how it stopped."""
 
 
 def _nothing() -> None:
@@ -153,9 +158,9 @@ class InProcessRunner:
         """None: an in-process turn ends with its command."""
         return None
 
-    def cancel(self, thread_id: str) -> bool:
-        """False: no turn runs in-process without its command, which Ctrl-C cancels."""
-        return False
+    def cancel(self, thread_id: str) -> Cancelled:
+        """None: no turn runs in-process without its command, which Ctrl-C cancels."""
+        return None
 
     def _run(
         self, thread_id: str, graph_input: Any, schema: str | None, *, announce: bool

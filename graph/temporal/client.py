@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio.client import (
     Client,
@@ -56,6 +56,9 @@ from graph.temporal.shapes import (
     workflow_id,
 )
 from graph.threads.lease import ThreadBusy
+
+if TYPE_CHECKING:
+    from graph.runs.runner import Cancelled
 
 DEFAULT_ADDRESS = "localhost:7233"
 TOKENS_EVERY_S = 0.2
@@ -442,17 +445,20 @@ async def decide(
     return handle
 
 
-async def cancel(client: Client, thread_id: str) -> bool:
-    """Cancel the thread's turn on Temporal and wait until it stopped; whether one was running.
+async def cancel(client: Client, thread_id: str) -> Cancelled:
+    """Cancel the thread's turn on Temporal and wait until it stopped; how it stopped.
 
     The workflow waits for its running step to stop (after its running node) before it closes,
     so once this returns no worker runs the turn and the thread's lease is free. A turn whose
-    last step was ending anyway ends with its answer instead.
+    last step was ending anyway ends with its answer instead: "ended", not "cancelled".
+    None when no turn was running.
     """
     handle = await running_turn(client, thread_id)
     if handle is None:
-        return False
+        return None
     await handle.cancel()
-    with contextlib.suppress(WorkflowFailureError):  # cancelled is the outcome asked for
+    try:
         await handle.result()
-    return True
+    except WorkflowFailureError:  # cancelled, the outcome asked for
+        return "cancelled"
+    return "ended"

@@ -23,7 +23,16 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from graph.runs.report import answer_of, pending_approvals_of
-from graph.runs.runner import Event, Finished, Line, Paused, Started, Token, resumed_calls
+from graph.runs.runner import (
+    Cancelled,
+    Event,
+    Finished,
+    Line,
+    Paused,
+    Started,
+    Token,
+    resumed_calls,
+)
 from graph.temporal.client import (
     DEFAULT_ADDRESS,
     TemporalUnreachable,
@@ -169,8 +178,8 @@ class TemporalRunner:
         ended: list[Event] = [Started(), Token("answer", answer), Finished(ordered_report(report))]
         return iter(ended)
 
-    def cancel(self, thread_id: str) -> bool:
-        """Cancel the thread's turn on Temporal and wait until it stopped; whether one ran."""
+    def cancel(self, thread_id: str) -> Cancelled:
+        """Cancel the thread's turn on Temporal and wait until it stopped; how it stopped."""
         return self._call(lambda client: cancel(client, thread_id))
 
     async def _connected(self) -> Client:

@@ -237,6 +237,25 @@ def test_cancel_returns_once_the_step_stopped_and_the_thread_is_free(
     assert again.returncode == 1 and "no turn running on Temporal" in again.stderr
 
 
+def test_a_cancel_that_came_as_the_turn_ended_says_so(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cli: Ferry
+) -> None:
+    # The race is the worker's: a last step that ends before its next heartbeat brings it the
+    # cancel keeps its answer, and the workflow returns it (graph/temporal/workflow.py). Which
+    # side wins is not the test's to choose, so the client's answer stands in for it here.
+    async def ended(_client: object, thread_id: str) -> str:
+        assert thread_id == "finishing"
+        return "ended"
+
+    monkeypatch.setattr("graph.temporal.runner.cancel", ended)
+    done = cli("cancel", "--thread", "finishing", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (
+        "thread finishing: its Temporal turn ended before the cancel reached it; "
+        "see it with: ferry history --thread finishing\n"
+    )
+
+
 def test_a_new_question_sets_aside_a_turn_awaiting_approval(
     approving_worker: SharedWorker, model: OpenAIServer, tmp_path: Path, cli: Ferry
 ) -> None:
