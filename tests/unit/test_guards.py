@@ -234,7 +234,7 @@ def test_json_logs_carry_ids_and_no_secret(
             records.append(record)
 
     logger = logging.getLogger("ferry")
-    handler = Keep()
+    handler, level = Keep(), logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     try:
@@ -242,6 +242,7 @@ def test_json_logs_carry_ids_and_no_secret(
         ask(make_agent(model), "leak?")
     finally:
         logger.removeHandler(handler)
+        logger.setLevel(level)  # left at INFO, later tests' caplog would see every info line
     lines = [json.loads(JsonFormatter().format(r)) for r in records]
     events = {line.get("event") for line in lines}
     assert {"model_call", "tool_start", "tool_end"} <= events

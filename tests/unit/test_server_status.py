@@ -166,6 +166,7 @@ def test_a_status_is_shown_again_only_when_the_thread_changed(
 
     turn(first, {"messages": [("user", "and more?")]})
     sync.threads.unreadable.add(first)
+    caplog.clear()  # the syncs' info lines above, kept when another test left "ferry" at INFO
     with caplog.at_level(logging.WARNING, logger="ferry.studio"):
         assert sync.once() == [] and sync.once() == []
     logged = [r.getMessage() for r in caplog.records if r.name == "ferry.studio"]
