@@ -18,8 +18,9 @@ emulator (which answers 400 to a history the real API refuses) answering each mo
    two cores (every worker, the server and the bench share them).
 3. added cost: one conversation at a time, model latency 0, one tool round a turn: the time a
    turn takes on Temporal minus in-process, per model call, at turn 1 and at turn 100; beside
-   it, Temporal's own cost of one no-op activity on the same server (bench/temporal_floor.py),
-   the floor under it (a model call is one activity).
+   it, Temporal's own cost of one activity on the same worker (bench/temporal_floor.py: Ferry's
+   smallest, one read of the thread), the floor under each step (a model call is one activity),
+   and the steps' own work with it taken off.
 """
 
 from __future__ import annotations
@@ -386,20 +387,13 @@ def throughput_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -
 
 def steps_seconds(history: Any) -> float:
     """Seconds a turn's history spent inside its steps (each attempt, started to completed)."""
-    started: dict[int, Any] = {}
-    total = 0.0
-    for event in history.events:
-        kind = event.WhichOneof("attributes")
-        if kind == "activity_task_started_event_attributes":
-            started[event.activity_task_started_event_attributes.scheduled_event_id] = event
-        elif kind == "activity_task_completed_event_attributes":
-            attrs = event.activity_task_completed_event_attributes
-            begun = started[attrs.scheduled_event_id].event_time.ToDatetime()
-            total += (event.event_time.ToDatetime() - begun).total_seconds()
-    return total
+    from bench.temporal_floor import activity_spans
+
+    return sum(activity_spans(history))
 
 
 def overhead_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -> dict[str, Any]:
+    from bench.temporal_floor import Floor
     from bench.temporal_worker import TOOLS
     from graph.builder import build_graph
     from graph.core.settings import get_settings
@@ -436,35 +430,42 @@ def overhead_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -> 
                 in_steps.append(steps_seconds(await run.fetch_history()))
                 return took
 
-            for at in (1, 100):
-                local, remote, in_steps = [], [], []
-                for r in range(args.repeat):
-                    a, b = f"{tag}-here-{at}-{r}", f"{tag}-there-{at}-{r}"
-                    if at > 1 and r == 0:  # grow both threads in-process to turn at - 1
-                        log(f"added cost: growing two threads to {at - 1} turns in-process")
-                        for t in range(at - 1):
-                            here(a, t)
-                            here(b, t)
-                    if at > 1:
-                        a, b = f"{tag}-here-{at}-0", f"{tag}-there-{at}-0"
-                    turn = at - 1 + (r if at > 1 else 0)
-                    local.append(here(a, turn))
-                    remote.append(await there(b, turn))
-                per_call = (statistics.median(remote) - statistics.median(local)) / 2
-                results[f"turn_{at}"] = {
-                    "in_process_ms": round(statistics.median(local) * 1000, 1),
-                    "temporal_ms": round(statistics.median(remote) * 1000, 1),
-                    "added_ms_per_model_call": round(per_call * 1000, 1),
-                    # Of which: Temporal's own round trips (the turn's time outside its steps),
-                    # and the steps' work beyond the in-process run's.
-                    "temporal_ms_per_model_call": round(
-                        (statistics.median(remote) - statistics.median(in_steps)) / 2 * 1000, 1
-                    ),
-                    "steps_ms_per_model_call": round(
-                        (statistics.median(in_steps) - statistics.median(local)) / 2 * 1000, 1
-                    ),
-                }
-                log(f"added cost at turn {at}: {results[f'turn_{at}']}")
+            async with Floor(client, cluster.task_queue) as floor:
+                for at in (1, 100):
+                    local, remote, in_steps = [], [], []
+                    floor.spans.clear()
+                    for r in range(args.repeat):
+                        a, b = f"{tag}-here-{at}-{r}", f"{tag}-there-{at}-{r}"
+                        if at > 1 and r == 0:  # grow both threads in-process to turn at - 1
+                            log(f"added cost: growing two threads to {at - 1} turns in-process")
+                            for t in range(at - 1):
+                                here(a, t)
+                                here(b, t)
+                        if at > 1:
+                            a, b = f"{tag}-here-{at}-0", f"{tag}-there-{at}-0"
+                        turn = at - 1 + (r if at > 1 else 0)
+                        local.append(here(a, turn))
+                        remote.append(await there(b, turn))
+                        # A turn's two activities' floor, on the thread just timed.
+                        await floor.measure(b, 2)
+                    per_call = (statistics.median(remote) - statistics.median(local)) / 2
+                    steps_ms = (statistics.median(in_steps) - statistics.median(local)) / 2 * 1000
+                    results[f"turn_{at}"] = {
+                        "in_process_ms": round(statistics.median(local) * 1000, 1),
+                        "temporal_ms": round(statistics.median(remote) * 1000, 1),
+                        "added_ms_per_model_call": round(per_call * 1000, 1),
+                        # Of which: Temporal's own round trips (the turn's time outside its steps),
+                        # and the steps' work beyond the in-process run's.
+                        "temporal_ms_per_model_call": round(
+                            (statistics.median(remote) - statistics.median(in_steps)) / 2 * 1000, 1
+                        ),
+                        "steps_ms_per_model_call": round(steps_ms, 1),
+                        # Of the steps' time, Temporal's own per activity (bench/temporal_floor.py),
+                        # and what is left: the steps' own work beyond the in-process run's.
+                        "floor_ms_per_activity": round(floor.median_ms(), 1),
+                        "steps_own_ms_per_model_call": round(steps_ms - floor.median_ms(), 1),
+                    }
+                    log(f"added cost at turn {at}: {results[f'turn_{at}']}")
 
         asyncio.run(run())
     cluster.stop_workers()

@@ -40,8 +40,17 @@ def answer_of(messages: Sequence[BaseMessage]) -> str:
     return ""
 
 
-def turn_report(thread_id: str, state: Any, before: Collection[str]) -> dict[str, Any]:
-    """The one JSON object `--json` prints, for what `state` holds beyond the ids `before`."""
+def turn_report(
+    thread_id: str,
+    state: Any,
+    before: Collection[str],
+    prices: Mapping[str, ModelPrice] | None = None,
+) -> dict[str, Any]:
+    """The one JSON object `--json` prints, for what `state` holds beyond the ids `before`.
+
+    `prices`: FERRY_PRICES, read from the environment when not given (a worker passes the
+    settings it read once: reading them costs more than the rest of the report).
+    """
     values: dict[str, Any] = getattr(state, "values", None) or {}
     messages: list[BaseMessage] = values.get("messages") or []
     pending = pending_approvals_of(state)
@@ -49,7 +58,7 @@ def turn_report(thread_id: str, state: Any, before: Collection[str]) -> dict[str
     replies = [
         m for m in new if isinstance(m, AIMessage) and not m.response_metadata.get("ferry_guard")
     ]
-    prices = get_settings().prices
+    prices = get_settings().prices if prices is None else prices
     usage: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
     for reply in replies:
         for key, tokens in token_usage(reply).items():

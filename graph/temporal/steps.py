@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from langgraph.types import StateSnapshot
 
     from graph.builder import FerryGraph
+    from graph.core.settings import Settings
 
 _NODES = ("call_model", "check", "execute_tool")
 
@@ -127,18 +128,20 @@ def _first_input(graph: FerryGraph, step: StepInput, config: RunnableConfig, ret
 def advance(
     graph: FerryGraph,
     step: StepInput,
-    budget_s: float,
-    lease_wait_s: float,
+    settings: Settings,
     cancelled: threading.Event,
     retried: bool = False,
     output: StepOutput | None = None,
 ) -> StepSummary:
     """Run one step of the thread; what it did and what comes next.
 
+    `settings`: the worker's, read once (its time budget, lease timeout and prices);
     `retried`: an earlier attempt of this step may have run; `output` records what the step
     shows as it goes, with the reply's tokens if `step.stream`.
     """
-    config = step_config(step.thread_id, lease_wait_s)
+    budget_s = settings.time_budget_s
+    # A dead holder's lease expires within its timeout: a retried step outwaits it.
+    config = step_config(step.thread_id, settings.lease_timeout_s + 5.0)
     if step.response_format is not None:  # the turn's answer schema (graph/output.py)
         config["configurable"][RUN_KEY] = json.loads(step.response_format)
     since = step.since if step.since is not None else _start_of_turn(graph, step, config)
@@ -157,7 +160,7 @@ def advance(
             or pending_approvals_of(state)
         ):
             break
-    return _summary(graph, state, output, step.thread_id, since)
+    return _summary(graph, state, output, step.thread_id, since, settings)
 
 
 def _stream(
@@ -224,7 +227,12 @@ def _checkpoint_id(state: StateSnapshot) -> str:
 
 
 def _summary(
-    graph: FerryGraph, state: StateSnapshot, output: StepOutput, thread_id: str, since: str
+    graph: FerryGraph,
+    state: StateSnapshot,
+    output: StepOutput,
+    thread_id: str,
+    since: str,
+    settings: Settings,
 ) -> StepSummary:
     """The step's summary: the invocation's report so far, its output, and what runs next.
 
@@ -240,7 +248,7 @@ def _summary(
     if since:
         at = {"configurable": {"thread_id": thread_id, "checkpoint_id": since}}
         before = message_ids(graph.get_state(cast("RunnableConfig", at)))
-    report = turn_report(thread_id, state, before)
+    report = turn_report(thread_id, state, before, settings.prices)
     return StepSummary(
         next=after,
         report=report,

@@ -117,6 +117,11 @@ class SqliteLeases:
                 self._path, timeout=30, isolation_level=None, check_same_thread=False
             )
             conn.execute("PRAGMA busy_timeout=30000")
+            # As the saver's own connections: in WAL, a commit survives its process being
+            # killed without waiting for an fsync (FULL waits for one at each take, renewal
+            # and release). Only a crash of the machine can lose the last ones, and it ends
+            # every run that held a lease with them (the boot id then frees their rows).
+            conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(LEASES_TABLE)
             self._conn_or_none = conn
         return self._conn_or_none
