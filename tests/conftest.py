@@ -50,6 +50,24 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Hand the Temporal tests to the test processes as one unit of work, the others one by one.
+
+    One process then runs every Temporal test, so their dev server and shared workers start
+    once (tests/temporal/conftest.py), not in each process. The unit is the largest, so it is
+    handed out first, and the other processes share the rest of the suite meanwhile. (xdist's
+    `xdist_group` mark does not group under pytest 9: it rewrites a node id pytest no longer
+    reads.)
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TemporalTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/temporal" if nodeid.startswith("tests/temporal/") else nodeid
+
+    return TemporalTogether(config, log)
+
+
 _REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
 
 

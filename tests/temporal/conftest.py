@@ -10,8 +10,8 @@ turn in a tenth of that: tests that run `ferry` against a worker of the same set
 per test process (`shared_worker`, and `approving_worker` for approvals; `shared_model`), each
 test on threads of its own; one that needs a worker of other settings starts its own.
 
-All of them run in one test process (pytest-xdist's `--dist loadgroup`, pyproject.toml), so the
-dev server and the shared workers start once, not once per test process.
+All of them run in one test process (tests/conftest.py hands them out as one unit of work), so
+the dev server and the shared workers start once, not once per test process.
 """
 
 from __future__ import annotations
@@ -31,19 +31,6 @@ from tests.temporal.helpers import (
     shared_setup,
     shared_worker_process,
 )
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the group into the tests' ids
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put every test of this folder in one xdist group: one process runs them all.
-
-    The group is the largest unit of work, so xdist hands it out first; the other processes
-    share the rest of the suite meanwhile.
-    """
-    here = Path(__file__).parent
-    for item in items:
-        if item.path.is_relative_to(here):
-            item.add_marker(pytest.mark.xdist_group("temporal"))
 
 
 @pytest.fixture(scope="session")
