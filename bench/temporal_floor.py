@@ -21,8 +21,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-AWAITING_ACTIVITY = "ferry_awaiting"
-"""graph/temporal/shapes.py's name: the workflow below imports nothing of Ferry."""
+from graph.temporal.shapes import AWAITING_ACTIVITY  # plain names and dataclasses, as workflow.py
 
 
 @dataclass

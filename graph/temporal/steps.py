@@ -28,11 +28,13 @@ from graph.temporal.shapes import END, STEP, StepInput, StepSummary
 from graph.threads.lease import WAIT_FOR_THREAD
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from langchain_core.runnables import RunnableConfig
     from langgraph.types import StateSnapshot
 
     from graph.builder import FerryGraph
-    from graph.core.settings import Settings
+    from graph.core.settings import ModelPrice, Settings
 
 _NODES = ("call_model", "check", "execute_tool")
 
@@ -160,7 +162,7 @@ def advance(
             or pending_approvals_of(state)
         ):
             break
-    return _summary(graph, state, output, step.thread_id, since, settings)
+    return _summary(graph, state, output, step.thread_id, since, settings.prices)
 
 
 def _stream(
@@ -232,7 +234,7 @@ def _summary(
     output: StepOutput,
     thread_id: str,
     since: str,
-    settings: Settings,
+    prices: Mapping[str, ModelPrice],
 ) -> StepSummary:
     """The step's summary: the invocation's report so far, its output, and what runs next.
 
@@ -248,7 +250,7 @@ def _summary(
     if since:
         at = {"configurable": {"thread_id": thread_id, "checkpoint_id": since}}
         before = message_ids(graph.get_state(cast("RunnableConfig", at)))
-    report = turn_report(thread_id, state, before, settings.prices)
+    report = turn_report(thread_id, state, before, prices)
     return StepSummary(
         next=after,
         report=report,
