@@ -19,9 +19,9 @@ from langgraph.types import Command, StateUpdate
 
 from graph import output, tracing
 from graph.core.settings import ConfigError, Settings, get_settings
+from graph.lifecycle import route_after_check
 from graph.nodes import AgentNodes, RunContext
 from graph.provenance import admit_run, admit_updates
-from graph.routing import route_after_check
 from graph.state import FerryInput, FerryOutput, FerryState, fold_messages
 from graph.threads.lease import aleased, leased, remember_settings
 

@@ -1,5 +1,7 @@
-"""Whether a thread has an unfinished turn: decided from its stored messages, once, for everyone.
+"""What runs next: the edges out of `check`, and whether a thread has an unfinished turn.
 
+The edges send each call still to run to its own `execute_tool` task, else back to the model or
+to the end. Whether a turn is unfinished is decided from the stored messages, once, for everyone:
 `state.next` says what LangGraph planned to run next, but it is empty after Ctrl-C during a
 tool or a model call, or a kill between a step's writes and its checkpoint: the turn is then
 unfinished although nothing is planned. The messages always tell: a turn is finished when its
@@ -9,13 +11,42 @@ last message is the model's (or a guard's) answer with no calls left to run.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, TypedDict
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langgraph.types import Command, StateSnapshot, StateUpdate
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
+from langgraph.types import Command, Send, StateSnapshot, StateUpdate
 
 from graph.core.messages import unanswered_calls
-from graph.routing import route_after_check
+from graph.state import FerryState
+
+
+class ToolTask(TypedDict):
+    """What `check` sends to one `execute_tool` task."""
+
+    call: ToolCall
+    failures: int
+    """The tool's consecutive failures so far on this thread."""
+
+
+def route_after_check(state: FerryState) -> list[Send] | Literal["call_model", "__end__"]:
+    """Send each call that still needs a result to `execute_tool`; else back to the model or end."""
+    if state.get("stop_reason"):
+        return "__end__"
+    messages = state["messages"]
+    block = len(messages) - 1
+    while block > 0 and isinstance(messages[block], ToolMessage):
+        block -= 1
+    reply = messages[block]
+    answered = {m.tool_call_id for m in messages[block + 1 :] if isinstance(m, ToolMessage)}
+    assert isinstance(reply, AIMessage)  # check only lets tool-calling replies through
+    pending = [c for c in reply.tool_calls if c["id"] not in answered]
+    if pending:
+        failures = state.get("tool_failures") or {}
+        return [
+            Send("execute_tool", ToolTask(call=c, failures=failures.get(c["name"], 0)))
+            for c in pending
+        ]
+    return "call_model"
 
 
 def unfinished_turn(messages: Sequence[BaseMessage]) -> bool:

@@ -27,20 +27,37 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 
-from graph import compaction, guards, output, tracing
+from graph import guards, output, tracing
 from graph.core.messages import all_calls, error_result, turn_start, unanswered_calls
 from graph.core.run import CAN_APPROVE, RunContext, emit, run_ids, seconds_left
 from graph.core.settings import ConfigError, Settings
-from graph.execution import node_output, results_of, run_call, tool_node
-from graph.models import images, make_model
+from graph.execution import (
+    NOT_RERUN,
+    forget_start,
+    node_output,
+    results_of,
+    run_call,
+    started_before,
+    tool_node,
+)
+from graph.lifecycle import ToolTask
+from graph.models import make_model
 from graph.models.calls import ModelTimeout, ReplyCutShort, cut_short, invoke_within
 from graph.policy import approval, releases
-from graph.prompt import bounded
+from graph.prompt import (
+    ImageDelivery,
+    bounded,
+    image_delivery,
+    stored_summary,
+    summary_allowance,
+    summary_covers,
+    summary_note,
+    summary_request,
+    with_images_placed,
+)
 from graph.provenance import OFFERED
-from graph.routing import ToolTask
 from graph.state import FerryState, StopReason, Summary, merge_messages
 from graph.storage.internals import task_state
-from graph.threads import side_effects
 from tools import memory
 from tools.settings import ToolSettings, with_tool_settings
 
@@ -83,9 +100,9 @@ class AgentNodes:
         return self.settings.tool_settings()
 
     @cached_property
-    def image_delivery(self) -> images.Delivery:
+    def image_delivery(self) -> ImageDelivery:
         """How tool results' images reach this model: fixed by its profile and the settings."""
-        return images.delivery(self.bound_model, self.settings.tool_images)
+        return image_delivery(self.bound_model, self.settings.tool_images)
 
     @cached_property
     def chat_model(self) -> BaseChatModel:
@@ -178,7 +195,7 @@ class AgentNodes:
         history = merge_messages(messages, repairs) if repairs else messages
         offered = self._memories(history, config, runtime)
         prompt = _with_memories(self._prompt(history, state, update, runtime, ids), offered)
-        prompt = images.as_sent(prompt, self.image_delivery)
+        prompt = with_images_placed(prompt, self.image_delivery)
         reply = self._complete_reply(model, prompt, config, runtime, ids)
         if reply is None:
             return self._stop(guards.turn_counters(messages), update, repairs, "time_budget", ids)
@@ -227,18 +244,18 @@ class AgentNodes:
         tokens = self.settings.context_tokens
         if self.settings.compaction == "drop":
             return bounded(history, tokens, 0).messages
-        prompt = bounded(history, tokens, compaction.allowance(tokens))
+        prompt = bounded(history, tokens, summary_allowance(tokens))
         if prompt.left_out is None:
             return prompt.messages
         stored = state.get("summary")
-        if compaction.is_current(stored, prompt.left_out):
+        if summary_covers(stored, prompt.left_out):
             assert stored is not None
-            return prompt.with_note(compaction.note(stored))
+            return prompt.with_note(summary_note(stored))
         written = self._summarise(stored, history, prompt.left_out, runtime, ids)
         if written is None:
             return prompt.messages
         update["summary"] = written
-        return prompt.with_note(compaction.note(written))
+        return prompt.with_note(summary_note(written))
 
     def _summarise(
         self,
@@ -250,7 +267,7 @@ class AgentNodes:
     ) -> Summary | None:
         """The summary extended to the messages left out; None if it could not be written."""
         tokens = self.settings.context_tokens
-        asked, first = compaction.request(previous, history, left_out, tokens)
+        asked, first = summary_request(previous, history, left_out, tokens)
         seconds = seconds_left(self.settings, runtime)
         started = time.monotonic()
         try:
@@ -274,7 +291,7 @@ class AgentNodes:
             summarised_from=first,
             summarised_through=left_out[1],
         )
-        return compaction.summary(reply.text, previous, first, left_out, tokens)
+        return stored_summary(reply.text, previous, first, left_out, tokens)
 
     def _complete_reply(
         self,
@@ -515,7 +532,7 @@ class AgentNodes:
             text = (
                 guards.INTERRUPTED
                 if tool is None or (tool.metadata or {}).get("retry_safe", True)
-                else side_effects.NOT_RERUN.format(tool=tool.name)
+                else NOT_RERUN.format(tool=tool.name)
             )
             return {"messages": [error_result(call, text)]}
         if not_released:
@@ -525,8 +542,8 @@ class AgentNodes:
             emit("refused a tool call", ids, "refused", logging.WARNING)
             text = guards.unknown_tool(call["name"], list(self.tools_by_name))
             return {"messages": [error_result(call, text)]}
-        if side_effects.started_before(tool, call, config):
-            text = side_effects.NOT_RERUN.format(tool=tool.name)
+        if started_before(tool, call, config):
+            text = NOT_RERUN.format(tool=tool.name)
             return {"messages": [error_result(call, text)]}
         with self._slots:
             timeout = min(self.settings.tool_timeout_s, seconds_left(self.settings, runtime))
@@ -539,7 +556,7 @@ class AgentNodes:
                         self.tool_node, tool, call, handed, timeout, self.settings.tool_timeout_s
                     )
                 except GraphBubbleUp:  # the tool called interrupt(): it runs again when resumed
-                    side_effects.forget_start(tool, call, config)
+                    forget_start(tool, call, config)
                     raise
                 duration_ms = round((time.monotonic() - started) * 1000)
                 updates, status = results_of(output, call, duration_ms)

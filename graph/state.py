@@ -281,7 +281,7 @@ def count_failures(current: dict[str, int], outcomes: dict[str, bool]) -> dict[s
 
 
 class Summary(TypedDict):
-    """What the model is told of the turns left out of its prompt (graph/compaction.py)."""
+    """What the model is told of the turns left out of its prompt (graph/prompt.py)."""
 
     text: str
     start: int
@@ -309,7 +309,7 @@ class FerryState(TypedDict, total=False):
     tool_failures: Annotated[dict[str, int], count_failures]
     """Consecutive failures per tool on this thread, for the circuit breaker."""
     summary: Summary | None
-    """What the model is told of the turns left out of its prompt (graph/compaction.py)."""
+    """What the model is told of the turns left out of its prompt (graph/prompt.py)."""
     structured_response: Any
     """The turn's answer in the run's answer schema (graph/output.py), as plain JSON; None
     without a schema, or while the turn runs."""

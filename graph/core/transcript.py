@@ -1,6 +1,6 @@
 """The transcript a summary is written from: its request's wording and one JSON line a message.
 
-Written by compaction (graph/compaction.py) and read back by the offline model, which writes
+Written by compaction (graph/prompt.py) and read back by the offline model, which writes
 its summary from it deterministically (`offline_summary`).
 """
 

@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import merge_configs
 
-from graph.core.timeouts import ToolTimeout, run_with_timeout
+from graph.core.run import ToolTimeout, run_with_timeout
 
 # Each provider's field that a complete reply always carries, streamed or not.
 _END_FIELDS = {"openai": "finish_reason", "anthropic": "stop_reason"}

@@ -58,7 +58,7 @@ STEP_RETRIES = RetryPolicy(
 
 Every step may be retried: a model step stores nothing until the reply is whole, a tool step
 replays finished calls from their saved writes, and a `retry_safe=False` call that had started
-is answered from its start record, never run again (graph/threads/side_effects.py).
+is answered from its start record, never run again (graph/execution.py).
 """
 STEP_MARGIN_S = 60.0
 """How long past the turn's time left a step may take: a guard then ends the turn in words."""

@@ -24,9 +24,8 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.tools import tool
 
 from graph import build_graph
-from graph.compaction import SUMMARY_ID
 from graph.core.settings import Settings
-from graph.prompt import OMITTED
+from graph.prompt import OMITTED, SUMMARY_ID
 from graph.storage import sqlite_saver
 from graph.threads.travel import checkpoints, fork
 from tests.support.cli_helpers import Ferry, ferry_env, one_json_object, succeeded

@@ -2,7 +2,7 @@
 
 The MCP side turns the adapters' LangChain blocks into a result's content (tools/mcp/content.py);
 the model side decides from the real clients' LangChain profiles how a model takes images, and
-rewrites the prompt to match (graph/models/images.py). End to end: tests/integration/
+rewrites the prompt to match (graph/prompt.py). End to end: tests/integration/
 test_mcp_images.py.
 """
 
@@ -18,8 +18,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 
 from graph.core.settings import Settings
-from graph.models import images
 from graph.models.offline import OfflineModel
+from graph.prompt import image_delivery, with_images_placed
 from graph.storage.codec.serde import serializer
 from tests.support.servers.mcp_images import PNG, PNG_BASE64, png
 from tools import TOOLS
@@ -123,11 +123,11 @@ def openai(name: str, **kwargs: Any) -> ChatOpenAI:
 def test_the_delivery_follows_the_models_profile_and_the_setting(
     model: Any, setting: str, expected: str
 ) -> None:
-    assert images.delivery(model, setting) == expected
+    assert image_delivery(model, setting) == expected
 
 
 def test_a_model_bound_to_tools_is_judged_by_the_model_inside() -> None:
-    assert images.delivery(openai("gpt-4.1-mini").bind_tools(TOOLS)) == "after_results"
+    assert image_delivery(openai("gpt-4.1-mini").bind_tools(TOOLS)) == "after_results"
 
 
 def test_the_setting_is_read_from_ferry_tool_images(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -155,7 +155,7 @@ def block_of_two() -> list[Any]:
 
 def test_after_results_the_images_follow_the_whole_block_in_one_user_message() -> None:
     prompt = block_of_two()
-    sent = images.as_sent(prompt, "after_results")
+    sent = with_images_placed(prompt, "after_results")
     assert [type(m).__name__ for m in sent] == [
         *("HumanMessage", "AIMessage", "ToolMessage", "ToolMessage"),
         *("HumanMessage", "AIMessage"),
@@ -170,8 +170,8 @@ def test_after_results_the_images_follow_the_whole_block_in_one_user_message() -
 
 def test_in_results_and_none_the_sequence_is_unchanged() -> None:
     prompt = block_of_two()
-    assert images.as_sent(prompt, "results") == prompt
-    sent = images.as_sent(prompt, "none")
+    assert with_images_placed(prompt, "results") == prompt
+    sent = with_images_placed(prompt, "none")
     assert [type(m) for m in sent] == [type(m) for m in prompt]
     assert sent[2].content == (
         "A chart.\n[image 1: image/png, 58 B]\n[Ferry: not shown, this model does not accept "

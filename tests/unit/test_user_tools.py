@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from graph.models.planner import Intent, named_call
+from graph.models.offline import Intent, named_call
 from tools.user_tools import UserToolsError, load_user_tools, tool_specs
 
 MODULE = '''

@@ -6,7 +6,7 @@
 Each image kept is named in the text where it was ("[image 1: image/png, 12 KB]"), so every
 reader of a result's text (the history, the guards, a model shown no images) knows it is there;
 the image itself follows the text as `{"type": "image", "base64", "mime_type"}`. Which models
-are shown it is decided when the model is called (graph/models/images.py), not here: a thread
+are shown it is decided when the model is called (graph/prompt.py), not here: a thread
 keeps its images whichever model continues it. Images a provider would refuse (another format,
 too large, not base64) are not kept: the text says why instead.
 """
