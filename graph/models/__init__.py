@@ -18,7 +18,8 @@ from graph.core.settings import ConfigError
 __all__ = ["ConfigError", "make_model"]
 
 
-# The SDKs retry connection errors, 429 and 5xx themselves, with backoff honouring Retry-After.
+# The SDKs retry connection errors, 429 and 5xx themselves, with backoff honouring Retry-After;
+# not once the run gave up on the call (graph/models/calls.py).
 _MAX_RETRIES = 3
 _TIMEOUT_S = 60.0
 # A local model may first have to be loaded into memory, which can take minutes.
@@ -28,7 +29,15 @@ _OLLAMA_TIMEOUT_S = 300.0
 def _openai(name: str) -> BaseChatModel:
     from langchain_openai import ChatOpenAI
 
-    return ChatOpenAI(model=name, stream_usage=True, max_retries=_MAX_RETRIES, timeout=_TIMEOUT_S)
+    from graph.models.calls import guarded_http_client
+
+    return ChatOpenAI(
+        model=name,
+        stream_usage=True,
+        max_retries=_MAX_RETRIES,
+        timeout=_TIMEOUT_S,
+        http_client=guarded_http_client("openai"),
+    )
 
 
 def _anthropic(name: str) -> BaseChatModel:

@@ -11,9 +11,13 @@ may carry; the cache's reads and writes come back in each reply's usage (graph/r
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
+import anthropic
 from langchain_anthropic import ChatAnthropic
+
+from graph.models.calls import guarded_http_client
 
 EPHEMERAL = {"type": "ephemeral"}
 """Anthropic's default cache lifetime (five minutes, renewed at each read)."""
@@ -26,6 +30,12 @@ class CachingChatAnthropic(ChatAnthropic):
         self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any
     ) -> dict:  # type: ignore[type-arg]  # LangChain's own annotation
         return marked(super()._get_request_payload(input_, stop=stop, **kwargs))
+
+    @cached_property
+    def _client(self) -> anthropic.Client:
+        """The SDK's client on Ferry's HTTP client: no retry of a call the run gave up on."""
+        http = guarded_http_client("anthropic", self.anthropic_proxy)
+        return anthropic.Client(**self._client_params, http_client=http)
 
 
 def marked(payload: dict[str, Any]) -> dict[str, Any]:

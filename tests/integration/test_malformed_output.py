@@ -204,9 +204,9 @@ def test_the_time_budget_bounds_a_model_call(
     budget_s = 2.0
     server.script([step])
     # Without the SDK's retries: a request the turn gave up on times out in the abandoned call
-    # and the SDK sends it again, outside the budget and after the turn ended (Ferry cannot stop
-    # a client's own retries), so the emulator would see calls past its script whenever the
-    # request times out first (the time left is short on a loaded machine).
+    # and the SDK sends it again, outside the budget and after the turn ended (a model handed in
+    # keeps its client's own retries; Ferry's own refuse them: test_given_up_calls.py), so the
+    # emulator would see calls past its script whenever the request times out first.
     graph = make(server, tmp_path / "db", streaming=True, time_budget_s=budget_s, max_retries=0)
     started = time.monotonic()
     result = ask(graph, "go")
