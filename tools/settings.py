@@ -1,8 +1,14 @@
-"""What the tools need to know, handed over by the run or, standalone, read from the environment."""
+"""What the tools need to know, handed over by the run or, standalone, read from the environment.
+
+And their secrets: API keys, read from the environment when used (`secret`), never held in the
+settings; and the MCP servers file's `env` and `headers` values, remembered when the file is
+read (`remember_secrets`) so that Ferry's log redaction leaves them out (`config_secrets`).
+"""
 
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -133,3 +139,19 @@ def _refused(message: str) -> Exception:
     from langchain_core.tools import ToolException  # here: every `ferry` command imports us
 
     return ToolException(message)
+
+
+_secrets_lock = threading.Lock()
+_secret_values: set[str] = set()
+
+
+def remember_secrets(values: set[str]) -> None:
+    """Add values that must never be written to a log, a tool result or a checkpoint."""
+    with _secrets_lock:
+        _secret_values.update(v for v in values if v.strip())
+
+
+def config_secrets() -> tuple[tuple[str, str], ...]:
+    """Each remembered secret as a `(name, value)` pair named like a secret, sorted: a cache key."""
+    with _secrets_lock:
+        return tuple(("MCP_CONFIG_SECRET", value) for value in sorted(_secret_values))

@@ -72,8 +72,8 @@ def _secret_variables() -> tuple[tuple[str, str], ...]:
 
 
 def _mcp_secrets() -> tuple[tuple[str, str], ...]:
-    """The MCP servers file's secrets, once it was read (no import: it may never be)."""
-    secrets = sys.modules.get("tools.mcp.secrets")
+    """The MCP servers file's secrets, once it was read (no import: the log needs it no sooner)."""
+    secrets = sys.modules.get("tools.settings")
     return cast(tuple[tuple[str, str], ...], secrets.config_secrets()) if secrets else ()
 
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tools.mcp.config import McpConfigError, config_file, read_config
-from tools.mcp.secrets import config_secrets
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -30,7 +29,6 @@ __all__ = [
     "McpConfigError",
     "close_sessions",
     "config_file",
-    "config_secrets",
     "mcp_servers",
     "mcp_tools",
     "read_config",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from tools.mcp.secrets import remember_secrets
+from tools.settings import remember_secrets
 from tools.trust import MCP_FILE, FolderFile, trusted_mcp_file
 
 DEFAULT_FILE = MCP_FILE
