@@ -53,7 +53,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         f"(namespace {settings.temporal_namespace}); Ctrl-C to stop"
     )
     chosen = settings.model_copy(update={"temporal_address": address})
-    run_on_temporal(lambda: serve(chosen, lambda: say(line), RUNTIME.get()))
+    waiting = f"ferry worker: Temporal at {address} does not answer yet; waiting for it"
+    run_on_temporal(lambda: serve(chosen, lambda: say(line), RUNTIME.get(), lambda: say(waiting)))
     return 0
 
 

@@ -151,8 +151,9 @@ class Settings(BaseSettings):
     temporal_retry_s: float = Field(default=10.0, gt=0)
     """How long a call to Temporal is retried while the server does not answer before the server
     counts as away (the SDK's own retries): a client watching a turn then says so at once and
-    waits `FERRY_TEMPORAL_WAIT_S`; other commands end in one line. A worker's polls for work
-    retry until the server is back, whatever this is."""
+    waits `FERRY_TEMPORAL_WAIT_S`; other commands end in one line. A worker started before
+    its server waits for it, and its polls for work retry until the server is back, whatever
+    this is."""
     temporal_heartbeat_s: float = Field(default=10.0, ge=1, le=3600)
     """How long a Temporal worker may go silent before its turns go on on another worker, 1 to
     3600 s: a step's heartbeat timeout (steps beat every 2 s, or a fifth of this if shorter),

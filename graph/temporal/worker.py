@@ -253,23 +253,27 @@ async def serve_graph(
 
 
 async def serve(
-    settings: Settings, ready: Callable[[], None] = lambda: None, runtime: Runtime | None = None
+    settings: Settings,
+    ready: Callable[[], None] = lambda: None,
+    runtime: Runtime | None = None,
+    waiting: Callable[[], None] = lambda: None,
 ) -> None:
     """`ferry worker`: serve Ferry's turns on the configured database until stopped.
 
     `ready` is called once Temporal answered and the graph is built; `runtime` as for `connect`.
+    A worker started before its Temporal server waits for it, as a running one rides out the
+    server's restarts; `waiting` is called once, when it starts to wait.
     """
     from graph.builder import build_graph
     from graph.models import make_model
     from graph.state import fold_messages
     from graph.storage import open_saver
     from graph.storage.stores import open_store
-    from graph.temporal.client import connect
 
     check_budget(settings)
-    client = await connect(settings, runtime=runtime)
-    model = make_model(settings.model)  # a missing key fails now, not at the first turn
+    model = make_model(settings.model)  # a missing key fails now, not once Temporal is up
     others = {spec: _listed_model(spec) for spec in WorkerModels().specs()}
+    client = await _connected(settings, runtime, waiting)
     with (
         open_saver(settings, fold=fold_messages) as saver,
         open_store(settings.db, settings.database_url) as store,
@@ -286,6 +290,27 @@ async def serve(
             await serve_graph(client, graph, settings, graph_for_model, models=list(others))
         except asyncio.CancelledError:  # SIGTERM: the worker has shut down
             return
+
+
+_RECONNECT_S = 1.0
+"""How often a worker waiting for its Temporal server tries it again."""
+
+
+async def _connected(
+    settings: Settings, runtime: Runtime | None, waiting: Callable[[], None]
+) -> Client:
+    """A client of the Temporal server, once it answers."""
+    from graph.temporal.client import TemporalUnreachable, connect
+
+    said = False
+    while True:
+        try:
+            return await connect(settings, runtime=runtime)
+        except TemporalUnreachable:
+            if not said:
+                waiting()
+                said = True
+        await asyncio.sleep(_RECONNECT_S)
 
 
 def _listed_model(spec: str) -> BaseChatModel:

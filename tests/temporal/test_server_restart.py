@@ -190,6 +190,30 @@ def test_a_server_away_longer_than_the_wait_ends_in_one_line_and_resume_finds_th
     assert _stored_answer(cli, env, tmp_path, "gone") == "k = 42."
 
 
+def test_a_worker_started_before_its_server_waits_for_it_then_serves_turns(
+    server: DevServer, env: dict[str, str], model: OpenAIServer, tmp_path: Path, cli: Ferry
+) -> None:
+    own = {**env, "FERRY_TEMPORAL_TASK_QUEUE": "started-early"}  # only this worker polls it
+    server.stop()
+    worker = start_ferry("worker", env=own, cwd=tmp_path)
+    try:
+        err = Lines(worker.stderr)
+        err.wait_for(
+            f"ferry worker: Temporal at {server.address} does not answer yet; waiting for it"
+        )
+        server.start()
+        serving = "ferry worker: serving task queue started-early"
+        wait_until(lambda: any(line.startswith(serving) for line in err.lines), "serving")
+        model.script([openai_answer("Here.")])
+        asked = cli("ask", "--json", "--thread", "early", "Are you there?", env=own, cwd=tmp_path)
+    finally:
+        kill(worker)
+    assert asked.returncode == 0, asked.stderr
+    assert json.loads(asked.stdout)["answer"] == "Here."
+    waits = [line for line in err.lines if "does not answer yet" in line]
+    assert len(waits) == 1  # said once, however long the wait
+
+
 def test_a_call_is_retried_for_as_long_as_the_setting_says_and_no_count_cuts_it(
     temporal_address: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
