@@ -3,11 +3,17 @@
 bench/temporal_scale.py reads a step's time from the turn's history, from its activity's
 `ActivityTaskStarted` to its `ActivityTaskCompleted`. That span holds more than the step: the
 task's way from the server to the worker's Python code, and the result's way back, which no
-step can shorten. A workflow of this module's, run by a worker in the bench's process on a
-task queue of its own, schedules Ferry's smallest activity (`ferry_awaiting`: one read of a
-stored thread) on the Ferry worker's queue, a turn's worth of times; the same span of each is
-the floor. Measured between the timed turns, on the same thread, the machine's load weighs on
-both alike.
+step can shorten. A turn's steps are dispatched eagerly: the worker that completes the
+workflow task which schedules a step gets the step in the server's reply, and the server
+stamps the step started as it takes that completion, before it has stored it and replied. So
+the span also holds the end of the workflow task's round trip (~1 ms more than an activity a
+worker polls for, timed at its handler; bench/README.md, "A Temporal step's own work").
+
+This module's workflow, served by the bench's Ferry worker beside `FerryTurn`
+(bench/temporal_worker.py) on its task queue, schedules Ferry's smallest activity
+(`ferry_awaiting`: one read of a stored thread) a turn's worth of times: each dispatched as a
+step is, by the same worker; the same span of each is the floor. Measured between the timed
+turns, on the same thread, the machine's load weighs on both alike.
 """
 
 from __future__ import annotations
@@ -19,15 +25,14 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from graph.temporal.shapes import AWAITING_ACTIVITY  # plain names and dataclasses, as workflow.py
+with workflow.unsafe.imports_passed_through():  # plain names and dataclasses, as workflow.py
+    from graph.temporal.shapes import AWAITING_ACTIVITY
 
 
 @dataclass
 class FloorInput:
     thread_id: str
-    task_queue: str
     activities: int
 
 
@@ -39,7 +44,6 @@ class FerryFloor:
             await workflow.execute_activity(
                 AWAITING_ACTIVITY,
                 floor.thread_id,
-                task_queue=floor.task_queue,
                 result_type=list[str],
                 start_to_close_timeout=timedelta(seconds=30),
             )
@@ -61,34 +65,19 @@ def activity_spans(history: Any) -> list[float]:
 
 
 class Floor:
-    """A worker for `FerryFloor` in this process, while the block runs; `measure` times it."""
+    """`FerryFloor` runs on the Ferry worker's task queue; `measure` times its activities."""
 
     def __init__(self, client: Any, ferry_queue: str) -> None:
         self._client, self._ferry_queue = client, ferry_queue
-        self._own_queue = f"bench-floor-{uuid.uuid4()}"
-        self._worker = Worker(
-            client,
-            task_queue=self._own_queue,
-            workflows=[FerryFloor],
-            # The workflow's own cost is not measured; only its activities' spans are.
-            workflow_runner=UnsandboxedWorkflowRunner(),
-        )
         self.spans: list[float] = []
-
-    async def __aenter__(self) -> Floor:
-        await self._worker.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._worker.__aexit__(*exc)
 
     async def measure(self, thread_id: str, activities: int) -> None:
         """Run `activities` of Ferry's smallest activity on the thread, one after another."""
         handle = await self._client.start_workflow(
             "FerryFloor",
-            FloorInput(thread_id, self._ferry_queue, activities),
+            FloorInput(thread_id, activities),
             id=f"bench-floor-{uuid.uuid4()}",
-            task_queue=self._own_queue,
+            task_queue=self._ferry_queue,
         )
         await handle.result()
         self.spans.extend(activity_spans(await handle.fetch_history()))
