@@ -430,42 +430,42 @@ def overhead_phase(cluster: Cluster, args: argparse.Namespace, runtime: Any) -> 
                 in_steps.append(steps_seconds(await run.fetch_history()))
                 return took
 
-            async with Floor(client, cluster.task_queue) as floor:
-                for at in (1, 100):
-                    local, remote, in_steps = [], [], []
-                    floor.spans.clear()
-                    for r in range(args.repeat):
-                        a, b = f"{tag}-here-{at}-{r}", f"{tag}-there-{at}-{r}"
-                        if at > 1 and r == 0:  # grow both threads in-process to turn at - 1
-                            log(f"added cost: growing two threads to {at - 1} turns in-process")
-                            for t in range(at - 1):
-                                here(a, t)
-                                here(b, t)
-                        if at > 1:
-                            a, b = f"{tag}-here-{at}-0", f"{tag}-there-{at}-0"
-                        turn = at - 1 + (r if at > 1 else 0)
-                        local.append(here(a, turn))
-                        remote.append(await there(b, turn))
-                        # A turn's two activities' floor, on the thread just timed.
-                        await floor.measure(b, 2)
-                    per_call = (statistics.median(remote) - statistics.median(local)) / 2
-                    steps_ms = (statistics.median(in_steps) - statistics.median(local)) / 2 * 1000
-                    results[f"turn_{at}"] = {
-                        "in_process_ms": round(statistics.median(local) * 1000, 1),
-                        "temporal_ms": round(statistics.median(remote) * 1000, 1),
-                        "added_ms_per_model_call": round(per_call * 1000, 1),
-                        # Of which: Temporal's own round trips (the turn's time outside its steps),
-                        # and the steps' work beyond the in-process run's.
-                        "temporal_ms_per_model_call": round(
-                            (statistics.median(remote) - statistics.median(in_steps)) / 2 * 1000, 1
-                        ),
-                        "steps_ms_per_model_call": round(steps_ms, 1),
-                        # Of the steps' time, Temporal's own per activity (bench/temporal_floor.py),
-                        # and what is left: the steps' own work beyond the in-process run's.
-                        "floor_ms_per_activity": round(floor.median_ms(), 1),
-                        "steps_own_ms_per_model_call": round(steps_ms - floor.median_ms(), 1),
-                    }
-                    log(f"added cost at turn {at}: {results[f'turn_{at}']}")
+            floor = Floor(client, cluster.task_queue)
+            for at in (1, 100):
+                local, remote, in_steps = [], [], []
+                floor.spans.clear()
+                for r in range(args.repeat):
+                    a, b = f"{tag}-here-{at}-{r}", f"{tag}-there-{at}-{r}"
+                    if at > 1 and r == 0:  # grow both threads in-process to turn at - 1
+                        log(f"added cost: growing two threads to {at - 1} turns in-process")
+                        for t in range(at - 1):
+                            here(a, t)
+                            here(b, t)
+                    if at > 1:
+                        a, b = f"{tag}-here-{at}-0", f"{tag}-there-{at}-0"
+                    turn = at - 1 + (r if at > 1 else 0)
+                    local.append(here(a, turn))
+                    remote.append(await there(b, turn))
+                    # A turn's two activities' floor, on the thread just timed.
+                    await floor.measure(b, 2)
+                per_call = (statistics.median(remote) - statistics.median(local)) / 2
+                steps_ms = (statistics.median(in_steps) - statistics.median(local)) / 2 * 1000
+                results[f"turn_{at}"] = {
+                    "in_process_ms": round(statistics.median(local) * 1000, 1),
+                    "temporal_ms": round(statistics.median(remote) * 1000, 1),
+                    "added_ms_per_model_call": round(per_call * 1000, 1),
+                    # Of which: Temporal's own round trips (the turn's time outside its steps),
+                    # and the steps' work beyond the in-process run's.
+                    "temporal_ms_per_model_call": round(
+                        (statistics.median(remote) - statistics.median(in_steps)) / 2 * 1000, 1
+                    ),
+                    "steps_ms_per_model_call": round(steps_ms, 1),
+                    # Of the steps' time, Temporal's own per activity (bench/temporal_floor.py),
+                    # and what is left: the steps' own work beyond the in-process run's.
+                    "floor_ms_per_activity": round(floor.median_ms(), 1),
+                    "steps_own_ms_per_model_call": round(steps_ms - floor.median_ms(), 1),
+                }
+                log(f"added cost at turn {at}: {results[f'turn_{at}']}")
 
         asyncio.run(run())
     cluster.stop_workers()

@@ -2,7 +2,8 @@
 
 Ferry's graph with two tools that record each run in BENCH_TOOL_LOG, one line per start and
 per end, with the call's id: `lookup` (retry-safe) and `record` (`retry_safe=False`, a side
-effect). BENCH_MAX_STEPS caps the steps this worker runs at once.
+effect). BENCH_MAX_STEPS caps the steps this worker runs at once. Beside `FerryTurn` it serves
+bench/temporal_floor.py's workflow, whose activities it runs as it runs the steps.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Annotated
 
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 
+from bench.temporal_floor import FerryFloor
 from graph.builder import build_graph
 from graph.core.settings import get_settings
 from graph.storage import open_saver
@@ -75,7 +77,13 @@ async def main() -> None:
     client = await connect(settings)
     with open_saver(settings) as saver:
         graph = build_graph(tools=TOOLS, checkpointer=saver, settings=settings)
-        await serve_graph(client, graph, settings, max_steps=int(os.environ["BENCH_MAX_STEPS"]))
+        await serve_graph(
+            client,
+            graph,
+            settings,
+            max_steps=int(os.environ["BENCH_MAX_STEPS"]),
+            workflows=[FerryFloor],
+        )
 
 
 if __name__ == "__main__":

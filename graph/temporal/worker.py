@@ -13,7 +13,7 @@ import contextlib
 import functools
 import signal
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -207,8 +207,14 @@ async def _until_done(running: asyncio.Future[Any], every: float) -> None:
             activity.heartbeat()
 
 
-def make_worker(client: Client, steps: Steps, task_queue: str, heartbeat_s: float = 10.0) -> Worker:
-    """A worker for Ferry's turns on `task_queue`.
+def make_worker(
+    client: Client,
+    steps: Steps,
+    task_queue: str,
+    heartbeat_s: float = 10.0,
+    workflows: Sequence[type] = (),
+) -> Worker:
+    """A worker for Ferry's turns on `task_queue`, and for `workflows` of the caller's own.
 
     `heartbeat_s` (FERRY_TEMPORAL_HEARTBEAT_S): how long a turn's next decision waits for the
     worker that made its last one, which keeps the turn cached, before any worker takes it; a
@@ -217,7 +223,7 @@ def make_worker(client: Client, steps: Steps, task_queue: str, heartbeat_s: floa
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[FerryTurn],
+        workflows=[FerryTurn, *workflows],
         workflow_runner=WORKFLOW_RUNNER,
         activities=[steps.step, steps.awaiting],
         max_concurrent_activities=steps.max_steps,
@@ -235,17 +241,23 @@ async def serve_graph(
     graph_for_model: Callable[[str], FerryGraph] | None = None,
     max_steps: int = MAX_STEPS,
     models: Collection[str] = (),
+    workflows: Sequence[type] = (),
 ) -> None:
     """Run a worker on `graph` until cancelled (tests and embedding programs pass their own).
 
     `max_steps`: the steps it runs at once; more wait in Temporal's queue for any worker.
     `models`: the model specs a turn may name besides `settings.model`, built by
-    `graph_for_model`; a turn naming another is refused.
+    `graph_for_model`; a turn naming another is refused. `workflows`: the caller's own, served
+    beside `FerryTurn` (bench/temporal_floor.py's, whose activities run as the steps do).
     """
     steps = Steps(graph, settings, graph_for_model, max_steps, models)
     try:
         worker = make_worker(
-            client, steps, settings.temporal_task_queue, settings.temporal_heartbeat_s
+            client,
+            steps,
+            settings.temporal_task_queue,
+            settings.temporal_heartbeat_s,
+            workflows,
         )
         await worker.run()
     finally:
