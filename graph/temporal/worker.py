@@ -285,23 +285,25 @@ async def serve(
     check_budget(settings)
     model = make_model(settings.model)  # a missing key fails now, not once Temporal is up
     others = {spec: _listed_model(spec) for spec in WorkerModels().specs()}
-    client = await _connected(settings, runtime, waiting)
-    with (
-        open_saver(settings, fold=fold_messages) as saver,
-        open_store(settings.db, settings.database_url) as store,
-    ):
+    _stop_on_sigterm()
+    try:
+        client = await _connected(settings, runtime, waiting)
+        with (
+            open_saver(settings, fold=fold_messages) as saver,
+            open_store(settings.db, settings.database_url) as store,
+        ):
 
-        def graph_for_model(spec: str) -> FerryGraph:
-            chosen = settings.model_copy(update={"model": spec})
-            return build_graph(model=others[spec], checkpointer=saver, settings=chosen, store=store)
+            def graph_for_model(spec: str) -> FerryGraph:
+                chosen = settings.model_copy(update={"model": spec})
+                return build_graph(
+                    model=others[spec], checkpointer=saver, settings=chosen, store=store
+                )
 
-        graph = build_graph(model=model, checkpointer=saver, settings=settings, store=store)
-        _stop_on_sigterm()
-        ready()
-        try:
+            graph = build_graph(model=model, checkpointer=saver, settings=settings, store=store)
+            ready()
             await serve_graph(client, graph, settings, graph_for_model, models=list(others))
-        except asyncio.CancelledError:  # SIGTERM: the worker has shut down
-            return
+    except asyncio.CancelledError:  # SIGTERM, serving or still waiting for Temporal: stopped
+        return
 
 
 _RECONNECT_S = 1.0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ import pytest
 
 from graph.temporal import connect
 from tests.support.cli_helpers import RUN_TIMEOUT_S, Ferry, kill, start_ferry
+from tests.support.servers.base import closed_port_url
 from tests.support.servers.openai import OpenAIServer, openai_answer, openai_tool_calls
 from tests.temporal.helpers import (
     WAIT_LIMIT_S,
@@ -212,6 +214,22 @@ def test_a_worker_started_before_its_server_waits_for_it_then_serves_turns(
     assert json.loads(asked.stdout)["answer"] == "Here."
     waits = [line for line in err.lines if "does not answer yet" in line]
     assert len(waits) == 1  # said once, however long the wait
+
+
+def test_a_worker_waiting_for_its_server_stops_on_sigterm(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    away = closed_port_url().removeprefix("http://")
+    worker = start_ferry("worker", env=_client_env(env, FERRY_TEMPORAL_ADDRESS=away), cwd=tmp_path)
+    try:
+        err = Lines(worker.stderr)
+        err.wait_for(f"ferry worker: Temporal at {away} does not answer yet; waiting for it")
+        worker.send_signal(signal.SIGTERM)
+        stopped = worker.wait(timeout=RUN_TIMEOUT_S)
+    finally:
+        kill(worker)
+    assert stopped == 0, err.text()  # stopped as a serving worker stops, not killed by the signal
+    assert "Traceback" not in err.text()
 
 
 def test_a_call_is_retried_for_as_long_as_the_setting_says_and_no_count_cuts_it(
