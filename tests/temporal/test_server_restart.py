@@ -219,8 +219,8 @@ def test_a_worker_started_before_its_server_waits_for_it_then_serves_turns(
 def test_a_worker_waiting_for_its_server_stops_on_sigterm(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    away = closed_port_url().removeprefix("http://")
-    worker = start_ferry("worker", env=_client_env(env, FERRY_TEMPORAL_ADDRESS=away), cwd=tmp_path)
+    away = closed_port_url().removeprefix("http://")  # refused at once: no retry to wait out
+    worker = start_ferry("worker", env={**env, "FERRY_TEMPORAL_ADDRESS": away}, cwd=tmp_path)
     try:
         err = Lines(worker.stderr)
         err.wait_for(f"ferry worker: Temporal at {away} does not answer yet; waiting for it")
